@@ -1,0 +1,40 @@
+"""The one Definitions object: every stage's assets and checks, the shared resources, the jobs and schedule."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from atlas_assets.defs import clean, ingest, model, registry
+from atlas_assets.resources import build_resources
+
+# Stage packages in pipeline order; each module inside defines assets and the checks beside them.
+STAGES = {"registry": registry, "ingest": ingest, "clean": clean, "model": model}
+
+stage_assets = [
+    asset for group, package in STAGES.items() for asset in dg.load_assets_from_package_module(package, group_name=group)
+]
+stage_checks = [check for package in STAGES.values() for check in dg.load_asset_checks_from_package_module(package)]
+
+# The main job: everything, in dependency order.
+atlas_job = dg.define_asset_job(
+    "atlas_job",
+    selection=dg.AssetSelection.all(),
+    description="Scrape every source, rebuild the registry and the cleaned matrix, fit the model, publish.",
+)
+
+nightly_refresh = dg.ScheduleDefinition(
+    name="nightly_refresh",
+    job=atlas_job,
+    cron_schedule="0 3 * * *",
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Nightly refresh of every asset; sources answer conditional requests, so unchanged data costs little.",
+)
+
+defs = dg.Definitions(
+    assets=stage_assets,
+    asset_checks=stage_checks,
+    jobs=[atlas_job],
+    schedules=[nightly_refresh],
+    resources=build_resources(),
+)

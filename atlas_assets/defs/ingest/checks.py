@@ -1,0 +1,115 @@
+"""Checks beside the ingest assets: freshness and provenance per source; table expectations on raw_scores."""
+
+from __future__ import annotations
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from atlas_assets.defs.ingest.assets import SOURCES, SourceSpec
+from atlas_assets.ingest.fetch import SourceFetcher
+from atlas_assets.quality.expectations import Expectation, validate_frame
+
+SOURCE_CLASSES = ["model_release", "evaluator_release", "benchmark_release"]
+PROTOCOLS = ["single", "average", "consensus", "best_of_n"]
+
+
+def _listing(rows: list[tuple], limit: int = 20) -> str:
+    return "\n".join(" | ".join("" if v is None else str(v) for v in row) for row in rows[:limit]) or "none"
+
+
+def build_source_checks(spec: SourceSpec) -> list[dg.AssetChecksDefinition]:
+    @dg.asset_check(asset=spec.asset_name, name="fresh_download_parsed", description=
+                    "The newest retrieval of the source was downloaded and parsed (WARN: a fallback to an older snapshot keeps the pipeline going).")
+    def fresh_download_parsed(duckdb: DuckDBResource) -> dg.AssetCheckResult:
+        with duckdb.get_connection() as conn:
+            row = conn.execute(
+                "SELECT sha256, retrieved_at, parsed_ok, error FROM source_snapshots WHERE source = ? ORDER BY retrieved_at DESC, rowid DESC LIMIT 1",
+                [spec.name],
+            ).fetchone()
+        if row is None:
+            return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.WARN, metadata={"error": "no retrieval recorded"})
+        return dg.AssetCheckResult(
+            passed=bool(row[2]), severity=dg.AssetCheckSeverity.WARN,
+            metadata={"sha256": row[0], "retrieved_at": row[1], "error": row[3] or "none"},
+        )
+
+    @dg.asset_check(asset=spec.asset_name, name="snapshot_recorded", blocking=True, description=
+                    "Every staged row carries the sha256 of a snapshot that is stored, unaltered, in the snapshot store.")
+    def snapshot_recorded(duckdb: DuckDBResource, fetcher: SourceFetcher) -> dg.AssetCheckResult:
+        with duckdb.get_connection() as conn:
+            hashes = [r[0] for r in conn.execute(f"SELECT DISTINCT snapshot_sha256 FROM {spec.staging_table}").fetchall()]
+            rows = conn.execute(f"SELECT count(*) FROM {spec.staging_table}").fetchone()[0]
+        store = fetcher.store
+        problems = []
+        for digest in hashes:
+            if digest is None or not store.path_for(digest).exists():
+                problems.append(f"{digest}: not in the snapshot store")
+                continue
+            try:
+                store.read(digest)
+            except Exception as error:  # noqa: BLE001 - reported as the check's finding
+                problems.append(str(error))
+        return dg.AssetCheckResult(
+            passed=bool(hashes) and not problems,
+            metadata={"rows": rows, "snapshots": ", ".join(h or "NULL" for h in hashes), "problems": "; ".join(problems) or "none"},
+        )
+
+    return [fresh_download_parsed, snapshot_recorded]
+
+
+source_checks = [check for spec in SOURCES for check in build_source_checks(spec)]
+
+
+@dg.asset_check(asset="raw_scores", blocking=True, description="Table expectations (Great Expectations): keys, scores, provenance.")
+def raw_scores_expectations(duckdb: DuckDBResource) -> dg.AssetCheckResult:
+    with duckdb.get_connection() as conn:
+        frame = conn.execute("SELECT * FROM raw_scores").df()
+    return validate_frame(
+        frame,
+        [
+            Expectation("ExpectTableRowCountToBeBetween", min_value=1),
+            Expectation("ExpectColumnValuesToNotBeNull", column="row_key"),
+            Expectation("ExpectColumnValuesToBeUnique", column="row_key"),
+            Expectation("ExpectColumnValuesToNotBeNull", column="model_id"),
+            Expectation("ExpectColumnValuesToNotBeNull", column="benchmark"),
+            Expectation("ExpectColumnValuesToNotBeNull", column="score"),
+            Expectation("ExpectColumnValuesToBeInSet", column="source_class", value_set=SOURCE_CLASSES),
+            Expectation("ExpectColumnValuesToBeInSet", column="sampling_protocol", value_set=PROTOCOLS),
+            Expectation("ExpectColumnValuesToMatchRegex", column="snapshot_sha256", regex=r"^[0-9a-f]{64}$"),
+            Expectation("ExpectColumnValuesToBeBetween", column="shots", min_value=0, max_value=100),
+        ],
+        suite_name="raw_scores",
+    )
+
+
+@dg.asset_check(asset="raw_scores", blocking=True, description="Every benchmark in raw_scores has a registry entry.")
+def raw_scores_benchmarks_registered(duckdb: DuckDBResource) -> dg.AssetCheckResult:
+    with duckdb.get_connection() as conn:
+        missing = conn.execute(
+            "SELECT benchmark, count(*) FROM raw_scores WHERE benchmark NOT IN (SELECT benchmark FROM registry_benchmarks) GROUP BY 1 ORDER BY 1"
+        ).fetchall()
+    return dg.AssetCheckResult(passed=not missing, metadata={"unregistered_benchmarks": _listing(missing)})
+
+
+@dg.asset_check(asset="raw_scores", description="Scores outside their benchmark's declared range (WARN: the guards downstream decide).")
+def raw_scores_within_declared_range(duckdb: DuckDBResource) -> dg.AssetCheckResult:
+    with duckdb.get_connection() as conn:
+        outside = conn.execute(
+            """SELECT r.row_key, r.model_id, r.score, b.range_min, b.range_max
+               FROM raw_scores r JOIN registry_benchmarks b USING (benchmark)
+               WHERE b.kind = 'bounded' AND (r.score < b.range_min OR r.score > b.range_max) ORDER BY 1"""
+        ).fetchall()
+    return dg.AssetCheckResult(passed=not outside, severity=dg.AssetCheckSeverity.WARN,
+                               metadata={"outside_range": len(outside), "examples": _listing(outside)})
+
+
+@dg.asset_check(asset="raw_scores", description="Every column and file the sources publish is registered (WARN lists the unknown ones).")
+def raw_scores_nothing_unregistered(duckdb: DuckDBResource) -> dg.AssetCheckResult:
+    with duckdb.get_connection() as conn:
+        unknown = conn.execute(
+            """SELECT source, file, field, reason FROM audit_ingest
+               WHERE reason IN ('unregistered_file', 'unregistered_column', 'missing_headline_column', 'missing_column')
+               ORDER BY 1, 2, 3"""
+        ).fetchall()
+    return dg.AssetCheckResult(passed=not unknown, severity=dg.AssetCheckSeverity.WARN,
+                               metadata={"findings": len(unknown), "examples": _listing(unknown)})

@@ -1,0 +1,193 @@
+"""Download a source URL (or read it from the offline mirror) into the snapshot store.
+
+HTTP goes through httpx with a per-request timeout, a streaming size cap, and a check
+that the body is as long as the server said. Transient failures (timeouts, connection
+errors, 5xx, 429, truncated bodies) are retried a bounded number of times with
+exponential backoff (tenacity); 4xx answers are final. When the last retrieval of a URL
+left an ETag or Last-Modified, the request is conditional and a 304 reuses that snapshot.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import dagster as dg
+import httpx
+import tenacity
+
+from atlas_assets import settings
+from atlas_assets.ingest.snapshots import FetchRecord, SnapshotStore
+
+USER_AGENT = "benchmark-atlas/0.1 (+https://github.com/benchmark-atlas)"
+
+
+class FetchError(RuntimeError):
+    """A source could not be retrieved; the message names the URL and why."""
+
+
+class _TransientFetchError(FetchError):
+    """Worth another attempt."""
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    url: str
+    retrieved_at: str
+    sha256: str
+    bytes: int
+    path: Path
+    origin: str  # 'live' | 'mirror'
+    changed: bool  # content differs from the previous retrieval of this URL (True on the first)
+    not_modified: bool  # the server answered 304 and the previous snapshot was reused
+    previous_sha256: str | None
+
+    def metadata(self) -> dict[str, object]:
+        return {
+            "url": self.url,
+            "retrieved_at": self.retrieved_at,
+            "sha256": self.sha256,
+            "bytes": self.bytes,
+            "origin": self.origin,
+            "changed_since_last_run": self.changed,
+            "http_not_modified": self.not_modified,
+            "previous_sha256": self.previous_sha256 or "none",
+            "snapshot_path": str(self.path),
+        }
+
+
+def mirror_path(mirror_root: Path, url: str) -> Path:
+    """https://HOST/PATH -> MIRROR/HOST/PATH, refusing anything that would leave the mirror."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise FetchError(f"{url}: not an http(s) URL")
+    relative = Path(parts.netloc) / parts.path.lstrip("/")
+    candidate = (mirror_root / relative).resolve()
+    if mirror_root.resolve() not in candidate.parents:
+        raise FetchError(f"{url}: maps outside the mirror {mirror_root}")
+    return candidate
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class SourceFetcher(dg.ConfigurableResource):
+    """Retrieves source files with provenance; configured from the environment by default."""
+
+    snapshot_dir: str
+    mirror: str | None = None
+    timeout_seconds: float = 30.0
+    max_attempts: int = 4
+    backoff_seconds: float = 1.0
+    max_bytes: int = 256 * 1024 * 1024
+
+    @classmethod
+    def from_environment(cls) -> "SourceFetcher":
+        mirror = settings.mirror_root()
+        return cls(snapshot_dir=str(settings.snapshot_dir()), mirror=str(mirror) if mirror else None)
+
+    @property
+    def store(self) -> SnapshotStore:
+        return SnapshotStore(Path(self.snapshot_dir))
+
+    def fetch(self, url: str) -> FetchResult:
+        store = self.store
+        previous = store.last_good(url)
+        if self.mirror:
+            content, record = self._read_mirror(url)
+        else:
+            content, record = self._download(url, previous)
+        if record.not_modified and previous is not None:
+            sha256, path = previous.sha256, store.path_for(previous.sha256)
+            record = FetchRecord(**{**record.__dict__, "sha256": sha256, "bytes": previous.bytes})
+        else:
+            sha256, path = store.put(content)
+            record = FetchRecord(**{**record.__dict__, "sha256": sha256, "bytes": len(content)})
+        store.record(record)
+        return FetchResult(
+            url=url,
+            retrieved_at=record.retrieved_at,
+            sha256=sha256,
+            bytes=record.bytes,
+            path=path,
+            origin=record.origin,
+            changed=previous is None or previous.sha256 != sha256,
+            not_modified=record.not_modified,
+            previous_sha256=previous.sha256 if previous else None,
+        )
+
+    def _read_mirror(self, url: str) -> tuple[bytes, FetchRecord]:
+        path = mirror_path(Path(self.mirror), url)
+        if not path.is_file():
+            raise FetchError(f"{url}: offline mirror has no file at {path}")
+        size = path.stat().st_size
+        if size > self.max_bytes:
+            raise FetchError(f"{url}: mirror file {path} is {size} bytes, over the {self.max_bytes}-byte cap")
+        content = path.read_bytes()
+        return content, FetchRecord(url=url, retrieved_at=_now(), sha256="", bytes=0, origin="mirror")
+
+    def _download(self, url: str, previous: FetchRecord | None) -> tuple[bytes, FetchRecord]:
+        headers = {"User-Agent": USER_AGENT}
+        if previous is not None:
+            if previous.etag:
+                headers["If-None-Match"] = previous.etag
+            if previous.last_modified:
+                headers["If-Modified-Since"] = previous.last_modified
+
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self.max_attempts),
+            wait=tenacity.wait_exponential(multiplier=self.backoff_seconds, max=30),
+            retry=tenacity.retry_if_exception_type(_TransientFetchError),
+            reraise=True,
+        )
+        try:
+            return retrying(self._attempt, url, headers)
+        except _TransientFetchError as error:
+            raise FetchError(f"{error} (gave up after {self.max_attempts} attempts)") from error
+
+    def _attempt(self, url: str, headers: dict[str, str]) -> tuple[bytes, FetchRecord]:
+        timeout = httpx.Timeout(self.timeout_seconds)
+        try:
+            with httpx.Client(timeout=timeout, follow_redirects=True) as client:
+                with client.stream("GET", url, headers=headers) as response:
+                    return self._read_response(url, response)
+        except httpx.TimeoutException as error:
+            raise _TransientFetchError(f"{url}: timed out after {self.timeout_seconds}s ({type(error).__name__})") from error
+        except (httpx.TransportError, httpx.RemoteProtocolError) as error:
+            raise _TransientFetchError(f"{url}: transport error: {error}") from error
+
+    def _read_response(self, url: str, response: httpx.Response) -> tuple[bytes, FetchRecord]:
+        record = FetchRecord(
+            url=url,
+            retrieved_at=_now(),
+            sha256="",
+            bytes=0,
+            origin="live",
+            status=response.status_code,
+            etag=response.headers.get("ETag"),
+            last_modified=response.headers.get("Last-Modified"),
+        )
+        if response.status_code == 304:
+            return b"", FetchRecord(**{**record.__dict__, "not_modified": True})
+        if response.status_code == 429 or response.status_code >= 500:
+            raise _TransientFetchError(f"{url}: HTTP {response.status_code}")
+        if response.status_code >= 400:
+            raise FetchError(f"{url}: HTTP {response.status_code} {response.reason_phrase}")
+        declared = response.headers.get("Content-Length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            raise FetchError(f"{url}: Content-Length {declared} is over the {self.max_bytes}-byte cap")
+        chunks, received = [], 0
+        for chunk in response.iter_bytes():
+            received += len(chunk)
+            if received > self.max_bytes:
+                raise FetchError(f"{url}: body exceeds the {self.max_bytes}-byte cap")
+            chunks.append(chunk)
+        # Content-Length counts the bytes on the wire, before any Content-Encoding is undone.
+        if declared is not None and declared.isdigit() and response.num_bytes_downloaded != int(declared):
+            raise _TransientFetchError(
+                f"{url}: truncated body, {response.num_bytes_downloaded} of {declared} bytes"
+            )
+        return b"".join(chunks), record

@@ -1,0 +1,105 @@
+"""Shared pieces of the source parsers: the raw_scores row shape, value parsing, audit rows."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+RAW_SCORE_COLUMNS = [
+    "row_key", "source", "source_class", "snapshot_sha256", "file", "row_number", "model_id",
+    "model_name", "benchmark", "score_column", "score", "stderr", "ci_low", "ci_high", "shots",
+    "harness", "sampling_protocol", "evaluated_on", "released_on", "organization", "origin", "origin_url",
+]
+AUDIT_COLUMNS = ["source", "snapshot_sha256", "file", "row_number", "field", "reason", "detail", "value"]
+
+
+class ValueProblem(ValueError):
+    """A field's value cannot be read; `reason` is the audit reason code."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def parse_number(text: object) -> float | None:
+    """Blank -> None; numbers (also '12.5%', '1,234') -> float; anything else raises ValueProblem."""
+    if text is None:
+        return None
+    if isinstance(text, bool):
+        raise ValueProblem("non_numeric_value", f"boolean {text!r} is not a number")
+    if isinstance(text, (int, float)):
+        value = float(text)
+    else:
+        cleaned = str(text).strip().replace(",", "")
+        if cleaned == "":
+            return None
+        if cleaned.endswith("%"):
+            cleaned = cleaned[:-1].strip()
+        try:
+            value = float(cleaned)
+        except ValueError as error:
+            raise ValueProblem("non_numeric_value", f"{str(text)[:60]!r} is not a number") from error
+    if not math.isfinite(value):
+        raise ValueProblem("non_finite_value", f"{text!r} is not finite")
+    return value
+
+
+def parse_integer(text: object) -> int | None:
+    value = parse_number(text)
+    if value is None:
+        return None
+    if value != int(value):
+        raise ValueProblem("non_integer_value", f"{text!r} is not a whole number")
+    return int(value)
+
+
+def parse_date(text: object) -> dt.date | None:
+    """ISO dates and timestamps ('2026-04-15', '2026-04-15T14:03:19.000Z') -> date."""
+    if text is None:
+        return None
+    cleaned = str(text).strip()
+    if cleaned == "":
+        return None
+    try:
+        return dt.date.fromisoformat(cleaned[:10])
+    except ValueError as error:
+        raise ValueProblem("bad_date", f"{cleaned[:40]!r} is not an ISO date") from error
+
+
+def blank_to_none(text: object) -> str | None:
+    if text is None:
+        return None
+    cleaned = str(text)
+    return cleaned if cleaned.strip() else None
+
+
+@dataclass
+class ParseOutput:
+    """Rows for raw_scores plus audit rows, accumulated by a parser."""
+
+    source: str
+    snapshot_sha256: str
+    scores: list[dict] = field(default_factory=list)
+    audit: list[dict] = field(default_factory=list)
+    files_read: list[str] = field(default_factory=list)
+
+    def flag(self, reason: str, detail: str, *, file: str | None = None, row_number: int | None = None,
+             field_name: str | None = None, value: object = None) -> None:
+        self.audit.append({
+            "source": self.source, "snapshot_sha256": self.snapshot_sha256, "file": file,
+            "row_number": row_number, "field": field_name, "reason": reason, "detail": detail,
+            "value": None if value is None else str(value)[:200],
+        })
+
+    def score_frame(self) -> pd.DataFrame:
+        frame = pd.DataFrame(self.scores, columns=RAW_SCORE_COLUMNS)
+        for column in ("evaluated_on", "released_on"):
+            frame[column] = pd.to_datetime(frame[column]).dt.date
+        return frame.astype({"row_number": "int64", "score": "float64", "stderr": "float64",
+                             "ci_low": "float64", "ci_high": "float64", "shots": "Int64"})
+
+    def audit_frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self.audit, columns=AUDIT_COLUMNS).astype({"row_number": "Int64"})

@@ -1,0 +1,97 @@
+"""Immutable, content-addressed storage of every raw download.
+
+A download is stored once under snapshots/sha256/<first two hex>/<hash>, written to a
+temporary file and renamed into place, then made read-only; storing the same bytes again
+is a no-op. `fetch_log.jsonl` is the append-only history of every retrieval (URL, time,
+hash, size, validators), from which the fetcher learns what it had last time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+
+class SnapshotCorrupted(RuntimeError):
+    """A stored snapshot no longer matches its hash."""
+
+
+@dataclass(frozen=True)
+class FetchRecord:
+    url: str
+    retrieved_at: str
+    sha256: str
+    bytes: int
+    origin: str  # 'live' | 'mirror'
+    status: int | None = None
+    etag: str | None = None
+    last_modified: str | None = None
+    not_modified: bool = False
+
+
+class SnapshotStore:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.log_path = self.root / "fetch_log.jsonl"
+
+    def path_for(self, sha256: str) -> Path:
+        return self.root / "sha256" / sha256[:2] / sha256
+
+    def put(self, content: bytes) -> tuple[str, Path]:
+        """Store bytes under their hash; never overwrite what is already there."""
+        digest = hashlib.sha256(content).hexdigest()
+        target = self.path_for(digest)
+        if target.exists():
+            return digest, target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp_name = tempfile.mkstemp(dir=target.parent, prefix=".incoming-")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(content)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.chmod(temp_name, 0o444)
+            # link() fails if another writer got there first: the existing file wins, untouched.
+            try:
+                os.link(temp_name, target)
+            except FileExistsError:
+                pass
+        finally:
+            os.unlink(temp_name)
+        return digest, target
+
+    def read(self, sha256: str) -> bytes:
+        content = self.path_for(sha256).read_bytes()
+        if hashlib.sha256(content).hexdigest() != sha256:
+            raise SnapshotCorrupted(f"snapshot {self.path_for(sha256)} does not match its sha256 {sha256}")
+        return content
+
+    def record(self, entry: FetchRecord) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("a", encoding="utf-8") as log:
+            log.write(json.dumps(asdict(entry), sort_keys=True) + "\n")
+
+    def history(self, url: str) -> list[FetchRecord]:
+        if not self.log_path.exists():
+            return []
+        records = []
+        with self.log_path.open(encoding="utf-8") as log:
+            for line in log:
+                line = line.strip()
+                if not line:
+                    continue
+                data = json.loads(line)
+                if data.get("url") == url:
+                    records.append(FetchRecord(**data))
+        return records
+
+    def last_good(self, url: str) -> FetchRecord | None:
+        """The newest retrieval of `url` whose snapshot is still stored."""
+        for entry in reversed(self.history(url)):
+            if self.path_for(entry.sha256).exists():
+                return entry
+        return None

@@ -1,0 +1,45 @@
+"""Writing DataFrames into the DuckDB tables whose shape sql/00_source_tables.sql fixes."""
+
+from __future__ import annotations
+
+import duckdb
+import pandas as pd
+
+from atlas_assets.settings import SQL_DIR
+
+SOURCE_TABLES_SQL = SQL_DIR / "00_source_tables.sql"
+
+
+def ensure_source_tables(conn: duckdb.DuckDBPyConnection) -> None:
+    conn.execute(SOURCE_TABLES_SQL.read_text())
+
+
+def replace_rows(conn: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame, *, like: str | None = None) -> int:
+    """Replace the whole content of `table` with `frame` in one transaction.
+
+    With `like`, the table is (re)created with the columns and types of that contract
+    table first, so staging tables match the contract exactly. Columns are matched by
+    name; a frame lacking a contract column fails loudly rather than writing NULLs.
+    """
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        if like is not None:
+            conn.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM {like} LIMIT 0")
+        expected = [row[0] for row in conn.execute(f"DESCRIBE {table}").fetchall()]
+        missing = [column for column in expected if column not in frame.columns]
+        if missing:
+            raise ValueError(f"cannot write {table}: frame lacks columns {missing}")
+        conn.execute(f"DELETE FROM {table}")
+        conn.register("incoming_frame", frame[expected])
+        conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming_frame")
+        conn.unregister("incoming_frame")
+        conn.execute("COMMIT")
+    except Exception:
+        conn.execute("ROLLBACK")
+        raise
+    return len(frame)
+
+
+def count_by(conn: duckdb.DuckDBPyConnection, table: str, column: str) -> dict[str, int]:
+    rows = conn.execute(f'SELECT coalesce(CAST("{column}" AS VARCHAR), \'(null)\'), count(*) FROM {table} GROUP BY 1 ORDER BY 2 DESC').fetchall()
+    return {str(key): int(count) for key, count in rows}
