@@ -10,6 +10,7 @@ left an ETag or Last-Modified, the request is conditional and a 304 reuses that 
 from __future__ import annotations
 
 import datetime as dt
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -63,9 +64,10 @@ def mirror_path(mirror_root: Path, url: str) -> Path:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise FetchError(f"{url}: not an http(s) URL")
-    relative = Path(parts.netloc) / parts.path.lstrip("/")
-    candidate = (mirror_root / relative).resolve()
-    if mirror_root.resolve() not in candidate.parents:
+    root = Path(os.path.abspath(mirror_root))
+    # Lexical normalization: `..` in a URL must not climb out, but a mirror may hold symlinks.
+    candidate = Path(os.path.normpath(root / parts.netloc / parts.path.lstrip("/")))
+    if root not in candidate.parents:
         raise FetchError(f"{url}: maps outside the mirror {mirror_root}")
     return candidate
 

@@ -69,6 +69,8 @@ def read_records(
 
     identify = identify or default_identify(entry)
     harness_columns = list(entry.get("harness_columns") or [])
+    # Files that re-publish several kinds of source name the origin per row (e.g. a HELM row in a paper-sourced file).
+    class_by_origin = dict(entry.get("source_class_by_origin") or {})
 
     def text(record: Mapping[str, Any], column: str | None) -> str | None:
         return blank_to_none(record.get(column)) if column else None
@@ -105,6 +107,8 @@ def read_records(
             "organization": text(record, entry.get("organization_column")),
             "origin": text(record, entry.get("origin_column")), "origin_url": text(record, entry.get("origin_url_column")),
         }
+        if shared["origin"] is not None and shared["origin"].strip() in class_by_origin:
+            shared["source_class"] = class_by_origin[shared["origin"].strip()]
         if enrich is not None:
             shared.update(enrich(record))
 

@@ -6,7 +6,6 @@ error and its freshness check fails (WARN). Only a source with no usable snapsho
 fails its asset.
 """
 
-from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable

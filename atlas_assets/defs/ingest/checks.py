@@ -1,6 +1,5 @@
 """Checks beside the ingest assets: freshness and provenance per source; table expectations on raw_scores."""
 
-from __future__ import annotations
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource

@@ -1,6 +1,5 @@
 """Registry: the curated benchmark and model metadata, loaded from the package's YAML into DuckDB."""
 
-from __future__ import annotations
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource

@@ -1,6 +1,5 @@
 """Checks beside the registry assets."""
 
-from __future__ import annotations
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource

@@ -1,0 +1,169 @@
+"""Ingest and registry on the real mirror (Epoch Benchmarking Hub, April 2026; SWE-bench leaderboards)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+
+import dagster as dg
+import duckdb
+import pytest
+
+from atlas_assets import settings
+from atlas_assets.defs.ingest.assets import raw_scores, source_assets
+from atlas_assets.defs.ingest import checks as ingest_checks
+from atlas_assets.defs.registry import checks as registry_checks
+from atlas_assets.defs.registry.assets import registry_benchmarks, registry_model_ids
+from atlas_assets.resources import build_resources
+from tests.conftest import MIRROR, PROJECT_ROOT
+
+pytestmark = pytest.mark.slow
+
+EPOCH_ZIP = MIRROR / "epoch.ai" / "data" / "benchmark_data.zip"
+SWE_JSON = MIRROR / "raw.githubusercontent.com" / "SWE-bench" / "swe-bench.github.io" / "master" / "data" / "leaderboards.json"
+INGEST_ASSETS = [registry_benchmarks, *source_assets, raw_scores, registry_model_ids]
+INGEST_CHECKS = [*dg.load_asset_checks_from_modules([ingest_checks, registry_checks])]
+
+
+def materialize_ingest() -> dg.ExecuteInProcessResult:
+    """Registry and ingest assets with every check beside them, in process."""
+    return dg.materialize([*INGEST_ASSETS, *INGEST_CHECKS], resources=build_resources())
+
+
+class Database:
+    """Read-only queries that close their connection at once, so later runs can write again."""
+
+    def execute(self, sql: str, params=None):
+        with duckdb.connect(str(settings.duckdb_path()), read_only=True) as conn:
+            return _Rows(conn.execute(sql, params or []).fetchall())
+
+
+class _Rows(list):
+    def fetchall(self):
+        return list(self)
+
+    def fetchone(self):
+        return self[0] if self else None
+
+
+@pytest.fixture
+def ingested(atlas_env):
+    result = materialize_ingest()
+    assert result.success
+    return result, Database()
+
+
+def test_real_sources_arrive_with_provenance(ingested):
+    result, conn = ingested
+    epoch_sha = hashlib.sha256(EPOCH_ZIP.read_bytes()).hexdigest()
+    swe_sha = hashlib.sha256(SWE_JSON.read_bytes()).hexdigest()
+    snapshots = dict(conn.execute("SELECT source, sha256 FROM source_snapshots").fetchall())
+    assert snapshots == {"epoch_hub": epoch_sha, "swe_bench": swe_sha}
+    assert dict(conn.execute("SELECT source, any_value(snapshot_sha256) FROM raw_scores GROUP BY 1").fetchall()) == snapshots
+
+    per_source = dict(conn.execute("SELECT source, count(*) FROM raw_scores GROUP BY 1").fetchall())
+    assert per_source["epoch_hub"] >= 3316  # every row with a model version and a numeric headline, plus secondary columns
+    assert 250 <= per_source["swe_bench"] <= 322
+    metadata = result.asset_materializations_for_node("epoch_hub_scores")[0].metadata
+    assert metadata["sha256"].value == epoch_sha and metadata["origin"].value == "mirror"
+    assert metadata["changed_since_last_run"].value is True
+
+
+def test_every_benchmark_and_identifier_is_registered(ingested):
+    _result, conn = ingested
+    unregistered = conn.execute(
+        "SELECT DISTINCT benchmark FROM raw_scores WHERE benchmark NOT IN (SELECT benchmark FROM registry_benchmarks)"
+    ).fetchall()
+    assert unregistered == []
+    n_benchmarks = conn.execute("SELECT count(DISTINCT benchmark) FROM raw_scores").fetchone()[0]
+    assert n_benchmarks >= 49 + 4  # every Epoch benchmark file, and the SWE-bench boards beyond Verified
+    unregistered_columns = conn.execute(
+        "SELECT file, field FROM audit_ingest WHERE reason IN ('unregistered_column', 'unregistered_file', 'missing_headline_column')"
+    ).fetchall()
+    assert unregistered_columns == []
+    row = conn.execute(
+        "SELECT model, reasoning_state FROM registry_model_ids WHERE model_id = 'gpt-5.2-2025-12-11_xhigh'"
+    ).fetchone()
+    assert row == ("gpt-5.2-2025-12-11", "xhigh")
+    unknown = conn.execute(
+        "SELECT count(*) FROM registry_model_ids WHERE model IS NULL OR reasoning_state IS NULL"
+    ).fetchone()[0]
+    audited = conn.execute(
+        "SELECT count(DISTINCT subject) FROM audit_registry WHERE kind IN ('unknown_model_id', 'unknown_reasoning_label')"
+    ).fetchone()[0]
+    assert unknown == audited  # every unknown identifier is in the audit, none is guessed
+
+
+def test_checks_pass_on_real_data(ingested):
+    result, _conn = ingested
+    evaluations = {(e.asset_key.to_user_string(), e.check_name): e for e in result.get_asset_check_evaluations()}
+    assert len(evaluations) == len(INGEST_CHECKS) or len(evaluations) >= 10
+    blocking_failures = [key for key, e in evaluations.items() if not e.passed and e.severity == dg.AssetCheckSeverity.ERROR]
+    assert blocking_failures == []
+    # Unknown identifiers exist in the real data (e.g. Epoch's `_unknown` suffix): the WARN check says so.
+    unmapped = evaluations[("registry_model_ids", "registry_model_ids_complete")]
+    assert not unmapped.passed and unmapped.metadata["unmapped_identifiers"].value > 0
+
+
+def test_rerun_keeps_snapshots_and_reports_unchanged(ingested):
+    result = materialize_ingest()
+    metadata = result.asset_materializations_for_node("epoch_hub_scores")[0].metadata
+    assert metadata["changed_since_last_run"].value is False
+    stored = list((settings.snapshot_dir() / "sha256").rglob("*"))
+    assert len([p for p in stored if p.is_file()]) == 2
+
+
+def test_refresh_with_changed_source_keeps_the_old_snapshot(atlas_env, tmp_path):
+    """The mirror moves from the 2026-04-14 export to the 2026-04-17 one: a new snapshot, the old one kept."""
+    older = MIRROR.parent / "snapshots" / "epoch-2026-04-14" / "benchmark_data.zip"
+    staged = tmp_path / "mirror"
+    (staged / "epoch.ai" / "data").mkdir(parents=True)
+    (staged / "epoch.ai" / "data" / "benchmark_data.zip").symlink_to(older)
+    swe_target = staged / SWE_JSON.relative_to(MIRROR)
+    swe_target.parent.mkdir(parents=True)
+    swe_target.symlink_to(SWE_JSON)
+    os.environ["ATLAS_MIRROR"] = str(staged)
+    first = materialize_ingest()
+    os.environ["ATLAS_MIRROR"] = str(MIRROR)
+    second = materialize_ingest()
+    old_sha = first.asset_materializations_for_node("epoch_hub_scores")[0].metadata["sha256"].value
+    new = second.asset_materializations_for_node("epoch_hub_scores")[0].metadata
+    assert new["changed_since_last_run"].value is True and new["previous_sha256"].value == old_sha
+    assert (settings.snapshot_dir() / "sha256" / old_sha[:2] / old_sha).read_bytes() == older.read_bytes()
+
+
+def test_broken_source_falls_back_and_does_not_stop_the_other(atlas_env, tmp_path):
+    materialize_ingest()  # a good run first
+    broken = tmp_path / "broken_mirror"
+    (broken / "epoch.ai" / "data").mkdir(parents=True)
+    (broken / "epoch.ai" / "data" / "benchmark_data.zip").write_text("<html><body>Service unavailable</body></html>")
+    swe_target = broken / SWE_JSON.relative_to(MIRROR)
+    swe_target.parent.mkdir(parents=True)
+    swe_target.symlink_to(SWE_JSON)
+    os.environ["ATLAS_MIRROR"] = str(broken)
+    result = materialize_ingest()
+    assert result.success
+    metadata = result.asset_materializations_for_node("epoch_hub_scores")[0].metadata
+    assert "HTML page" in metadata["error"].value and metadata["fresh"].value is False
+    assert metadata["fallback_snapshot"].value == hashlib.sha256(EPOCH_ZIP.read_bytes()).hexdigest()
+    conn = Database()
+    assert conn.execute("SELECT count(*) FROM raw_scores WHERE source = 'epoch_hub'").fetchone()[0] >= 3316
+    failed = conn.execute("SELECT error FROM source_snapshots WHERE NOT parsed_ok").fetchall()
+    assert len(failed) == 1 and "HTML page" in failed[0][0]
+
+
+def test_cli_materializes_ingest_under_the_multiprocess_executor(atlas_env, tmp_path):
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text((PROJECT_ROOT / "dagster.yaml").read_text())
+    env = {**os.environ, "DAGSTER_HOME": str(home)}
+    # Two assets and their checks keep the test short: every step is its own process here.
+    selection = "registry_benchmarks,epoch_hub_scores"
+    completed = subprocess.run(
+        [str(PROJECT_ROOT / ".venv" / "bin" / "dagster"), "asset", "materialize", "-m", "atlas_assets.definitions", "--select", selection],
+        cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    assert Database().execute("SELECT count(*) FROM raw_scores__epoch_hub").fetchone()[0] > 3000
+    assert "RUN_SUCCESS" in completed.stdout + completed.stderr

@@ -1,0 +1,55 @@
+"""The one Definitions object loads, with the stage groups, the job, the schedule and the pools users rely on."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from atlas_assets.definitions import defs
+
+STAGE_GROUPS = {"registry", "ingest", "clean", "model"}
+
+
+def asset_groups() -> dict[str, str]:
+    graph = defs.resolve_asset_graph()
+    return {key.to_user_string(): graph.get(key).group_name for key in graph.get_all_asset_keys()}
+
+
+def test_definitions_load_and_every_asset_sits_in_a_stage_group():
+    groups = asset_groups()
+    assert set(groups.values()) == STAGE_GROUPS
+    expected = {
+        "registry_benchmarks": "registry", "registry_model_ids": "registry",
+        "epoch_hub_scores": "ingest", "swe_bench_scores": "ingest", "raw_scores": "ingest",
+    }
+    for asset, group in expected.items():
+        assert groups[asset] == group, asset
+
+
+def test_lineage_runs_from_registry_through_ingest():
+    graph = defs.resolve_asset_graph()
+    parents = lambda name: {k.to_user_string() for k in graph.get(dg.AssetKey(name)).parent_keys}  # noqa: E731
+    assert "registry_benchmarks" in parents("epoch_hub_scores")
+    assert {"epoch_hub_scores", "swe_bench_scores"} <= parents("raw_scores")
+    assert "raw_scores" in parents("registry_model_ids")
+
+
+def test_duckdb_writers_share_the_single_writer_pool():
+    for assets_def in defs.resolve_asset_graph().assets_defs:
+        if "duckdb" in {kind for spec in assets_def.specs for kind in spec.kinds}:
+            assert assets_def.op.pool == "duckdb", assets_def.key
+
+
+def test_every_asset_has_a_check_and_blocking_checks_exist():
+    graph = defs.resolve_asset_graph()
+    checked = {key.asset_key for key in graph.asset_check_keys}
+    for key in graph.get_all_asset_keys():
+        if graph.get(key).group_name in {"ingest", "registry", "clean"}:
+            assert key in checked, f"{key.to_user_string()} has no asset check"
+
+
+def test_main_job_and_nightly_schedule():
+    job = defs.resolve_job_def("atlas_job")
+    assert job is not None
+    schedule = defs.resolve_schedule_def("nightly_refresh")
+    assert schedule.cron_schedule == "0 3 * * *"
+    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
