@@ -1,0 +1,103 @@
+-- Stage 4 of the cleaning chain: harness pooling.
+-- In:  resolved_cells, registry_model_ids, registry_benchmarks, audit_conflicts.
+-- Out: pooled_states, one row per (model, reasoning_state, benchmark): the median of the
+--      configurations (published model_id x harness: agents, scaffolds, provider routes)
+--      that report it, one vote whatever their number; plus audit_harness_spread with the
+--      contributing configurations, harnesses, n and spread of every pooled group.
+-- Rules (each a CTE, applied in this order; a row is charged to the first rule that drops it):
+--   unknown_model_id          the published identifier is not in registry_model_ids
+--   unmapped_model            registry_model_ids.model is NULL
+--   unmapped_reasoning_state  registry_model_ids.reasoning_state is NULL
+--   conflict_blocks_state     (when conflict_blocks_state) another configuration of the same
+--                             model, state and benchmark ended as a stage-3 conflict: a
+--                             conflicted cell is not filled in from another configuration
+-- Variables: conflict_blocks_state.
+
+CREATE OR REPLACE TEMP TABLE _pooled_decisions AS
+WITH
+cells AS (
+    SELECT c.*, m.model_id IS NOT NULL AS registered, m.model, m.reasoning_state, NULL::VARCHAR AS reason
+    FROM resolved_cells AS c
+    LEFT JOIN registry_model_ids AS m USING (model_id)
+),
+-- each rule CTE passes every row on and names itself as the reason of the rows it is the
+-- first to drop (rows an earlier rule dropped keep that rule's reason)
+unknown_model_id AS (
+    SELECT * REPLACE (coalesce(reason, CASE WHEN NOT registered THEN 'unknown_model_id' END) AS reason)
+    FROM cells
+),
+unmapped_model AS (
+    SELECT * REPLACE (coalesce(reason, CASE WHEN model IS NULL THEN 'unmapped_model' END) AS reason)
+    FROM unknown_model_id
+),
+unmapped_reasoning_state AS (
+    SELECT * REPLACE (coalesce(reason, CASE WHEN reasoning_state IS NULL THEN 'unmapped_reasoning_state' END) AS reason)
+    FROM unmapped_model
+),
+conflicted_states AS (
+    SELECT DISTINCT m.model, m.reasoning_state, a.benchmark
+    FROM audit_conflicts AS a
+    JOIN registry_model_ids AS m USING (model_id)
+    WHERE getvariable('conflict_blocks_state')
+),
+conflict_blocks_state AS (
+    SELECT c.* REPLACE (coalesce(c.reason, CASE WHEN x.model IS NOT NULL THEN 'conflict_blocks_state' END) AS reason)
+    FROM unmapped_reasoning_state AS c
+    LEFT JOIN conflicted_states AS x
+      ON x.model = c.model AND x.reasoning_state = c.reasoning_state AND x.benchmark = c.benchmark
+)
+SELECT * FROM conflict_blocks_state;
+
+CREATE OR REPLACE TABLE pooled_states AS
+WITH
+kept AS (
+    SELECT d.*, count(*) OVER (PARTITION BY d.model, d.reasoning_state, d.benchmark) AS n_configs
+    FROM _pooled_decisions AS d
+    WHERE d.reason IS NULL
+),
+-- most states are reported by one configuration: they skip the aggregation
+one_configuration AS (
+    SELECT model, reasoning_state, benchmark, score, stderr, 1 AS n_configs, [config_id] AS config_ids,
+           [model_id] AS model_ids, [coalesce(harness, '(none)')] AS harnesses, [score] AS scores,
+           0.0 AS spread, 0.0 AS spread_unit, n_reports, row_keys
+    FROM kept
+    WHERE n_configs = 1
+),
+several_configurations AS (
+    SELECT k.model, k.reasoning_state, k.benchmark,
+           median(k.score) AS score,
+           median(k.stderr) AS stderr,
+           count(*) AS n_configs,
+           list(k.config_id ORDER BY k.config_id) AS config_ids,
+           list(DISTINCT k.model_id ORDER BY k.model_id) AS model_ids,
+           list(coalesce(k.harness, '(none)') ORDER BY k.config_id) AS harnesses,
+           list(k.score ORDER BY k.config_id) AS scores,
+           max(k.score) - min(k.score) AS spread,
+           (max(k.score) - min(k.score)) / nullif(any_value(b.range_max) - any_value(b.range_min), 0) AS spread_unit,
+           sum(k.n_reports) AS n_reports,
+           list_sort(flatten(list(k.row_keys))) AS row_keys
+    FROM kept AS k
+    JOIN registry_benchmarks AS b USING (benchmark)
+    WHERE k.n_configs > 1
+    GROUP BY k.model, k.reasoning_state, k.benchmark
+)
+SELECT model, reasoning_state, benchmark, score, stderr, n_configs::INTEGER AS n_configs, config_ids, model_ids,
+       harnesses, scores, spread, spread_unit, n_reports::INTEGER AS n_reports, row_keys
+FROM (SELECT * FROM one_configuration UNION ALL SELECT * FROM several_configurations);
+
+CREATE OR REPLACE TABLE audit_harness_spread AS
+SELECT model, reasoning_state, benchmark, n_configs, config_ids, model_ids, harnesses, scores,
+       score AS pooled_score, spread, spread_unit
+FROM pooled_states
+WHERE n_configs >= 2
+ORDER BY spread DESC, model, reasoning_state, benchmark;
+
+DELETE FROM audit_exclusions WHERE stage = 'pooled_states';
+INSERT INTO audit_exclusions
+SELECT 'pooled_states', reason, config_id || ' :: ' || benchmark, row_keys, benchmark, NULL, model_id, model, score,
+       to_json({config_id: config_id, harness: harness, reasoning_state: reasoning_state,
+                n_reports: n_reports, resolution: resolution})
+FROM _pooled_decisions
+WHERE reason IS NOT NULL;
+
+DROP TABLE _pooled_decisions;
