@@ -14,15 +14,25 @@ def ensure_source_tables(conn: duckdb.DuckDBPyConnection) -> None:
     conn.execute(SOURCE_TABLES_SQL.read_text())
 
 
-def replace_rows(conn: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame, *, like: str | None = None) -> int:
+def replace_rows(
+    conn: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame, *, like: str | None = None, create: bool = False
+) -> int:
     """Replace the whole content of `table` with `frame` in one transaction.
 
     With `like`, the table is (re)created with the columns and types of that contract
-    table first, so staging tables match the contract exactly. Columns are matched by
-    name; a frame lacking a contract column fails loudly rather than writing NULLs.
+    table first, so staging tables match the contract exactly. With `create`, the table
+    takes the frame's own columns (output tables whose shape the frame defines). Columns
+    are matched by name; a frame lacking a contract column fails loudly rather than
+    writing NULLs.
     """
     conn.execute("BEGIN TRANSACTION")
     try:
+        if create:
+            conn.register("incoming_frame", frame)
+            conn.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM incoming_frame")
+            conn.unregister("incoming_frame")
+            conn.execute("COMMIT")
+            return len(frame)
         if like is not None:
             conn.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM {like} LIMIT 0")
         expected = [row[0] for row in conn.execute(f"DESCRIBE {table}").fetchall()]
