@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from atlas_assets import settings
@@ -14,4 +15,6 @@ def build_resources() -> dict[str, object]:
         # One DuckDB file holds every table; writers are serialized by the "duckdb" pool.
         "duckdb": DuckDBResource(database=str(settings.duckdb_path())),
         "fetcher": SourceFetcher.from_environment(),
+        # The Stan fit runs in its own process and reports back through Dagster Pipes.
+        "pipes_subprocess_client": dg.PipesSubprocessClient(),
     }

@@ -1,0 +1,452 @@
+"""One interface to NUTS through CmdStanPy (production) or PyStan (fallback).
+
+    fit_model(stan_file, data, chains=4, warmup=1000, draws=1000, seed=...,
+              engine="auto", init=0.5, adapt_delta=0.8, max_treedepth=10,
+              log=print, coords=None, dims=None, save_warmup=False) -> FitResult
+
+Engine selection: `engine` argument, else env ATLAS_STAN_ENGINE, else "auto":
+CmdStanPy when `cmdstanpy.cmdstan_path()` resolves, PyStan otherwise.
+
+Both engines return the same ArviZ InferenceData: `posterior` (every Stan
+parameter, transformed parameter and generated quantity, shaped
+(chain, draw, ...)) and `sample_stats` with ArviZ's names: lp,
+acceptance_rate, step_size, tree_depth, n_steps, diverging, energy.
+
+Compiled models are cached by the sha256 of the Stan source:
+- CmdStanPy: the source is copied to <cache>/<sha256[:16]>/<name>.stan and
+  compiled there once (cache dir: env ATLAS_STAN_CACHE, default
+  ~/.cache/atlas_stan).
+- PyStan: httpstan caches the compiled extension by a hash of the program
+  code (httpstan.models.calculate_model_name); `FitResult.compiled_from_cache`
+  reports whether that cache was hit.
+
+PyStan runs chains in httpstan's process pool (fork); those workers outlive
+the call and keep a parent process from exiting under some executors.
+Call `shutdown_pystan_workers()` when done (fit_process does), or run the
+fit in its own process (fit_process is the entry point for that).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+LogFn = Callable[[str], None]
+
+STAT_NAMES = {
+    "lp__": "lp",
+    "accept_stat__": "acceptance_rate",
+    "stepsize__": "step_size",
+    "treedepth__": "tree_depth",
+    "n_leapfrog__": "n_steps",
+    "divergent__": "diverging",
+    "energy__": "energy",
+}
+
+
+@dataclass
+class FitResult:
+    idata: Any                      # arviz.InferenceData
+    engine: str                     # "pystan" | "cmdstanpy"
+    compile_seconds: float
+    sample_seconds: float
+    n_gradient_evals: int | None    # leapfrog steps summed over chains (warmup included when saved)
+    compiled_from_cache: bool
+    stan_sha256: str
+    settings: dict = field(default_factory=dict)
+    messages: list[str] = field(default_factory=list)
+
+
+def _noop(msg: str) -> None:
+    pass
+
+
+def stan_source_hash(source: str) -> str:
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+def cmdstan_available() -> bool:
+    try:
+        import cmdstanpy
+
+        cmdstanpy.cmdstan_path()
+        return True
+    except Exception:
+        return False
+
+
+def select_engine(engine: str | None = "auto") -> str:
+    choice = (engine or "auto").lower()
+    if choice == "auto":
+        choice = os.environ.get("ATLAS_STAN_ENGINE", "auto").lower() or "auto"
+    if choice == "auto":
+        return "cmdstanpy" if cmdstan_available() else "pystan"
+    if choice not in {"cmdstanpy", "pystan"}:
+        raise ValueError(f"unknown Stan engine {choice!r}")
+    if choice == "cmdstanpy" and not cmdstan_available():
+        raise RuntimeError("engine 'cmdstanpy' requested but no CmdStan installation was found")
+    return choice
+
+
+def fit_model(
+    stan_file: str | Path,
+    data: Mapping[str, Any],
+    *,
+    chains: int = 4,
+    warmup: int = 1000,
+    draws: int = 1000,
+    seed: int = 1,
+    engine: str | None = "auto",
+    init: float | Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = 0.5,
+    adapt_delta: float = 0.8,
+    max_treedepth: int = 10,
+    log: LogFn | None = None,
+    coords: Mapping[str, Sequence] | None = None,
+    dims: Mapping[str, Sequence[str]] | None = None,
+    save_warmup: bool = False,
+    parallel_chains: int | None = None,
+) -> FitResult:
+    """Compile (cached) and sample `stan_file` with NUTS; see module doc."""
+    log = log or _noop
+    source = Path(stan_file).read_text()
+    chosen = select_engine(engine)
+    settings = dict(
+        chains=chains, warmup=warmup, draws=draws, seed=seed, adapt_delta=adapt_delta,
+        max_treedepth=max_treedepth, save_warmup=save_warmup,
+    )
+    log(f"engine: {chosen}; {chains} chains x ({warmup} warmup + {draws} draws), seed {seed}")
+    if chosen == "pystan":
+        res = _fit_pystan(source, data, chains, warmup, draws, seed, init, adapt_delta,
+                          max_treedepth, log, save_warmup)
+    else:
+        res = _fit_cmdstanpy(Path(stan_file), source, data, chains, warmup, draws, seed, init,
+                             adapt_delta, max_treedepth, log, save_warmup, parallel_chains)
+    posterior, stats, warm_stats, compile_s, sample_s, cached, messages = res
+    idata = to_inference_data(posterior, stats, warm_stats, coords=coords, dims=dims)
+    n_steps = int(stats["n_steps"].sum()) + (int(warm_stats["n_steps"].sum()) if warm_stats else 0)
+    ndiv = int(stats["diverging"].sum())
+    log(f"sampling done in {sample_s:.1f}s; {ndiv} divergences; {n_steps} leapfrog steps")
+    return FitResult(
+        idata=idata,
+        engine=chosen,
+        compile_seconds=compile_s,
+        sample_seconds=sample_s,
+        n_gradient_evals=n_steps,
+        compiled_from_cache=cached,
+        stan_sha256=stan_source_hash(source),
+        settings=settings,
+        messages=messages,
+    )
+
+
+def to_inference_data(posterior: dict, stats: dict, warm_stats: dict | None = None, *, coords=None, dims=None):
+    """ArviZ InferenceData from {name: (chain, draw, ...)} dicts."""
+    import arviz as az
+
+    coords = dict(coords or {})
+    dims = {k: list(v) for k, v in (dims or {}).items() if k in posterior}
+    # drop dims whose coordinate length does not match (e.g. empty switches)
+    for name, dd in list(dims.items()):
+        shape = posterior[name].shape[2:]
+        if len(dd) != len(shape) or any(d in coords and len(coords[d]) != n for d, n in zip(dd, shape)):
+            dims.pop(name)
+    used = {d for dd in dims.values() for d in dd}
+    coords = {k: list(v) for k, v in coords.items() if k in used}
+    kwargs = dict(posterior=posterior, sample_stats=stats, coords=coords, dims=dims)
+    if warm_stats:
+        kwargs["warmup_sample_stats"] = warm_stats
+        kwargs["save_warmup"] = True
+    return az.from_dict(**kwargs)
+
+
+# --------------------------------------------------------------------------- PyStan
+
+
+def shutdown_pystan_workers(wait: bool = True) -> None:
+    """Shut httpstan's process pool down so no sampling worker outlives us.
+
+    A fresh (empty) pool replaces it, so a later fit in the same process
+    still works; the new pool starts no process until it is used."""
+    import sys
+
+    stub = sys.modules.get("httpstan.services_stub")
+    if stub is None:  # PyStan never sampled here: nothing to stop
+        return
+    old = stub.executor
+    try:
+        old.shutdown(wait=wait, cancel_futures=True)
+    except Exception:
+        pass
+    try:
+        import concurrent.futures
+        import multiprocessing as mp
+
+        stub.executor = concurrent.futures.ProcessPoolExecutor(
+            mp_context=mp.get_context("fork"), initializer=stub.init_worker
+        )
+    except Exception:
+        pass
+
+
+def _pystan_init_payloads(init, chains: int) -> tuple[list[dict], float]:
+    if init is None:
+        return [dict() for _ in range(chains)], 2.0
+    if isinstance(init, (int, float)):
+        return [dict() for _ in range(chains)], float(init)
+    if isinstance(init, Mapping):
+        return [dict(init) for _ in range(chains)], 2.0
+    init = list(init)
+    if len(init) != chains:
+        raise ValueError("init must give one dict per chain")
+    return [dict(x) for x in init], 2.0
+
+
+def _jsonable(x):
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, (np.integer,)):
+        return int(x)
+    if isinstance(x, (np.floating,)):
+        return float(x)
+    if isinstance(x, Mapping):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    return x
+
+
+def pystan_is_cached(source: str) -> bool:
+    import httpstan.cache
+    import httpstan.models
+
+    name = httpstan.models.calculate_model_name(source)
+    return name in httpstan.cache.list_model_names()
+
+
+def _fit_pystan(source, data, chains, warmup, draws, seed, init, adapt_delta, max_treedepth, log, save_warmup):
+    import stan
+    import stan.common
+    import stan.fit
+
+    data = _jsonable(dict(data))
+    cached = pystan_is_cached(source)
+    log("PyStan: compiled model found in httpstan cache" if cached else "PyStan: compiling (not cached)")
+    t0 = time.perf_counter()
+    model = stan.build(source, data=data, random_seed=int(seed))
+    compile_s = time.perf_counter() - t0
+    log(f"PyStan: build took {compile_s:.1f}s")
+
+    inits, radius = _pystan_init_payloads(init, chains)
+    base = {
+        "function": "stan::services::sample::hmc_nuts_diag_e_adapt",
+        "data": data,
+        "random_seed": int(seed),
+        "num_warmup": int(warmup),
+        "num_samples": int(draws),
+        "num_thin": 1,
+        "save_warmup": bool(save_warmup),
+        "delta": float(adapt_delta),
+        "max_depth": int(max_treedepth),
+        "init_radius": radius,
+        "refresh": max(1, (warmup + draws) // 20),
+    }
+    payloads = [dict(base, chain=c + 1, init=inits[c]) for c in range(chains)]
+    it_re = re.compile(r"Iteration:\s+(\d+)\s+/\s+(\d+)")
+
+    async def run() -> list[bytes]:
+        outputs: list[bytes] = []
+        async with stan.common.HttpstanClient() as client:
+            ops = []
+            for p in payloads:
+                resp = await client.post(f"/{model.model_name}/fits", json=p)
+                if resp.status != 201:
+                    raise RuntimeError(f"httpstan refused the fit: {resp.content[:500]!r}")
+                ops.append(resp.json())
+            seen: dict[int, int] = {}
+            while not all(op["done"] for op in ops):
+                for c, op in enumerate(ops):
+                    if op["done"]:
+                        continue
+                    resp = await client.get(f"/{op['name']}")
+                    op.update(resp.json())
+                    msg = (op.get("metadata") or {}).get("progress")
+                    if msg:
+                        found = it_re.findall(msg)
+                        if found:
+                            i, n = map(int, found[-1])
+                            if seen.get(c) != i:
+                                seen[c] = i
+                                phase = "warmup" if i <= warmup else "sampling"
+                                log(f"chain {c + 1}: iteration {i}/{n} ({phase})")
+                await asyncio.sleep(0.25)
+            for c, op in enumerate(ops):
+                fit_name = op["result"].get("name")
+                if fit_name is None:
+                    raise RuntimeError(f"chain {c + 1} failed: {op['result'].get('message')}")
+                resp = await client.get(f"/{fit_name}")
+                if resp.status != 200:
+                    raise RuntimeError(f"chain {c + 1}: cannot read fit: {resp.content[:300]!r}")
+                outputs.append(resp.content)
+                # httpstan keeps seeded fits on disk; never reuse or accumulate them
+                await client.delete(f"/{fit_name}")
+        return outputs
+
+    t1 = time.perf_counter()
+    outputs = asyncio.run(run())
+    sample_s = time.perf_counter() - t1
+    messages = _pystan_messages(outputs)
+    fit = stan.fit.Fit(
+        tuple(outputs), chains, model.param_names, model.constrained_param_names, model.dims,
+        warmup, draws, 1, bool(save_warmup),
+    )
+    raw = fit._draws  # (rows, draws, chains)
+    n_warm = warmup if save_warmup else 0
+    posterior = {}
+    for name, shape in zip(model.param_names, model.dims):
+        idx = list(fit._parameter_indexes(name))
+        block = raw[idx] if idx else np.empty((0,) + raw.shape[1:])
+        arr = np.transpose(block, (2, 1, 0))[:, n_warm:, :]  # chain, draw, flat
+        posterior[name] = arr.reshape(arr.shape[:2] + tuple(shape), order="F") if shape else arr[..., 0]
+        if shape and arr.shape[2] == 0:
+            posterior[name] = np.empty(arr.shape[:2] + tuple(shape))
+    stats, warm = {}, {}
+    for stan_name, az_name in STAT_NAMES.items():
+        if stan_name in fit.sample_and_sampler_param_names:
+            k = fit.sample_and_sampler_param_names.index(stan_name)
+            arr = raw[k].T  # chain, draw
+            stats[az_name] = _stat_cast(az_name, arr[:, n_warm:])
+            if save_warmup:
+                warm[az_name] = _stat_cast(az_name, arr[:, :n_warm])
+    del fit, outputs
+    return posterior, stats, (warm or None), compile_s, sample_s, cached, messages
+
+
+def _stat_cast(name: str, arr: np.ndarray) -> np.ndarray:
+    if name == "diverging":
+        return arr.astype(bool)
+    if name in {"tree_depth", "n_steps"}:
+        return arr.astype(np.int64)
+    return np.asarray(arr, dtype=float)
+
+
+def _pystan_messages(outputs: Sequence[bytes]) -> list[str]:
+    """Non-progress logger messages (warnings such as rejected proposals)."""
+    import json
+
+    out: list[str] = []
+    for raw in outputs:
+        for line in raw.splitlines():
+            if b'"logger"' not in line:
+                continue
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            text = str(msg.get("values", [""])[0])
+            if text.startswith("info:Iteration") or text.startswith("info: Elapsed") or not text.strip("info: "):
+                continue
+            if text.startswith("info:" + " " * 15):
+                continue
+            out.append(text)
+    # keep it short: distinct messages only
+    return list(dict.fromkeys(out))[:50]
+
+
+# --------------------------------------------------------------------------- CmdStanPy
+
+
+def cmdstan_cache_dir() -> Path:
+    return Path(os.environ.get("ATLAS_STAN_CACHE", Path.home() / ".cache" / "atlas_stan"))
+
+
+def _fit_cmdstanpy(stan_path, source, data, chains, warmup, draws, seed, init, adapt_delta,
+                   max_treedepth, log, save_warmup, parallel_chains):
+    import tempfile
+
+    import cmdstanpy
+
+    digest = stan_source_hash(source)
+    cache = cmdstan_cache_dir() / digest[:16]
+    cache.mkdir(parents=True, exist_ok=True)
+    cached_src = cache / stan_path.name
+    if not cached_src.exists():
+        cached_src.write_text(source)
+    exe = cached_src.with_suffix("")
+    cached = exe.exists()
+    log("CmdStanPy: executable found in cache" if cached else "CmdStanPy: compiling")
+    t0 = time.perf_counter()
+    model = cmdstanpy.CmdStanModel(stan_file=str(cached_src), exe_file=str(exe) if cached else None)
+    compile_s = time.perf_counter() - t0
+
+    out_dir = Path(tempfile.mkdtemp(prefix="atlas_cmdstan_"))
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch_cmdstan_progress, args=(out_dir, warmup, log, stop), daemon=True)
+    watcher.start()
+    t1 = time.perf_counter()
+    try:
+        fit = model.sample(
+            data=_jsonable(dict(data)),
+            chains=chains,
+            parallel_chains=parallel_chains or min(chains, os.cpu_count() or 1),
+            iter_warmup=warmup,
+            iter_sampling=draws,
+            seed=int(seed),
+            adapt_delta=adapt_delta,
+            max_treedepth=max_treedepth,
+            inits=init,
+            save_warmup=save_warmup,
+            output_dir=str(out_dir),
+            show_progress=False,
+            show_console=False,
+            refresh=max(1, (warmup + draws) // 20),
+        )
+    finally:
+        stop.set()
+        watcher.join(timeout=2)
+    sample_s = time.perf_counter() - t1
+    n_warm = warmup if save_warmup else 0
+    posterior = {}
+    for name in fit.metadata.stan_vars:
+        arr = fit.stan_variable(name, inc_warmup=save_warmup)
+        arr = arr.reshape((chains, -1) + arr.shape[1:])
+        posterior[name] = arr[:, n_warm:]
+    mv = fit.method_variables()  # name -> (draws, chains)
+    stats, warm = {}, {}
+    for stan_name, az_name in STAT_NAMES.items():
+        if stan_name in mv:
+            arr = np.asarray(mv[stan_name]).T
+            stats[az_name] = _stat_cast(az_name, arr[:, -draws:])
+            if save_warmup:
+                warm[az_name] = _stat_cast(az_name, arr[:, :n_warm])
+    shutil.rmtree(out_dir, ignore_errors=True)
+    return posterior, stats, (warm or None), compile_s, sample_s, cached, []
+
+
+def _watch_cmdstan_progress(out_dir: Path, warmup: int, log: LogFn, stop: threading.Event) -> None:
+    """Tail CmdStan's per-chain console files and report progress lines."""
+    it_re = re.compile(rb"Iteration:\s+(\d+)\s*/\s*(\d+)")
+    seen: dict[str, int] = {}
+    while not stop.wait(1.0):
+        for f in sorted(out_dir.glob("*stdout*.txt")):
+            try:
+                found = it_re.findall(f.read_bytes()[-4000:])
+            except OSError:
+                continue
+            if not found:
+                continue
+            i, n = map(int, found[-1])
+            if seen.get(f.name) != i:
+                seen[f.name] = i
+                chain = re.findall(r"_(\d+)-stdout", f.name)
+                phase = "warmup" if i <= warmup else "sampling"
+                log(f"chain {chain[0] if chain else f.name}: iteration {i}/{n} ({phase})")

@@ -1,0 +1,264 @@
+"""Run the capability fit in its own process.
+
+    python -m atlas_assets.model.fit_process \
+        --observations modeled_observations.parquet --out DIR \
+        [--config atlas_assets/config/model.yaml] [--engine pystan] \
+        [--chains 4 --warmup 1000 --draws 1000 --seed N] [--require-pass]
+
+Writes under DIR:
+    posterior.nc            ArviZ InferenceData (posterior, sample_stats, ...)
+    diagnostics.json        diagnostics.fit_diagnostics + timings + engine
+    state_scores.{parquet,csv}, model_scores.*, reasoning_effects.*,
+    family_parameters.*     score tables (scores.py)
+    index_states.csv, index_models.csv, index_families.csv,
+    index_observations.csv  the index maps naming every Stan parameter
+    fit_summary.json        the small dict also reported as metadata
+
+Launched by `dagster.PipesSubprocessClient` it reports progress through
+`context.log.info` and the final metadata through
+`context.report_asset_materialization`; otherwise it logs to stderr.
+PyStan's worker pool is shut down before exit so the process ends cleanly
+(DESIGN.md: PyStan workers otherwise keep a step process alive).
+
+The same steps are available in-process as `run_fit(...)` (pure paths in,
+paths and summary out) for callers that already run in their own process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from atlas_assets.model.diagnostics import fit_diagnostics
+from atlas_assets.model.engines import fit_model, shutdown_pystan_workers
+from atlas_assets.model.scores import (
+    add_observation_draws,
+    family_parameters,
+    make_display_scale,
+    model_scores,
+    reasoning_effects,
+    state_scores,
+)
+from atlas_assets.model.stan_data import build_stan_data, load_model_config, stan_file
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """Read parquet (via DuckDB; pyarrow is not a dependency) or CSV."""
+    path = Path(path)
+    if path.suffix == ".csv":
+        return pd.read_csv(path)
+    import duckdb
+
+    con = duckdb.connect()
+    try:
+        return con.execute("SELECT * FROM read_parquet(?)", [str(path)]).df()
+    finally:
+        con.close()
+
+
+def write_table(df: pd.DataFrame, stem: Path) -> None:
+    """Write `stem`.parquet (via DuckDB) and `stem`.csv."""
+    import duckdb
+
+    df = df.copy()
+    for c in df.columns:
+        if df[c].dtype == object:
+            df[c] = df[c].map(lambda v: None if v is None or (isinstance(v, float) and np.isnan(v)) else str(v))
+    df.to_csv(stem.with_suffix(".csv"), index=False)
+    con = duckdb.connect()
+    try:
+        con.register("t", df)
+        con.execute(f"COPY t TO '{stem.with_suffix('.parquet')}' (FORMAT PARQUET)")
+    finally:
+        con.close()
+
+
+def run_fit(
+    observations: pd.DataFrame | str | Path,
+    out_dir: str | Path,
+    config: Mapping[str, Any] | None = None,
+    *,
+    log: Callable[[str], None] = print,
+    engine: str | None = None,
+) -> dict:
+    """Build data, fit, write outputs; returns the summary dict."""
+    t0 = time.perf_counter()
+    cfg = dict(config) if config is not None else load_model_config()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    obs = observations if isinstance(observations, pd.DataFrame) else read_table(observations)
+    si = build_stan_data(obs, cfg)
+    d = si.data
+    log(f"data: {d['N']} observations, {d['M']} models ({d['M_ref']} with a default state), "
+        f"{d['S']} states, {d['J']} families")
+    si.states.to_csv(out / "index_states.csv", index=False)
+    si.models.to_csv(out / "index_models.csv", index=False)
+    si.families.to_csv(out / "index_families.csv", index=False)
+    si.observations.drop(columns=[c for c in ("released_on",) if c in si.observations]).to_csv(
+        out / "index_observations.csv", index=False)
+
+    smp = cfg["sampler"]
+    res = fit_model(
+        stan_file(cfg),
+        d,
+        chains=int(smp["chains"]),
+        warmup=int(smp["warmup"]),
+        draws=int(smp["draws"]),
+        seed=int(smp["seed"]),
+        engine=engine or smp.get("engine", "auto"),
+        init=float(smp.get("init_radius", 0.5)),
+        adapt_delta=float(smp["adapt_delta"]),
+        max_treedepth=int(smp["max_treedepth"]),
+        log=log,
+        coords=si.coords(),
+        dims=si.dims(),
+    )
+    idata = res.idata
+    t_nc = time.perf_counter()
+    if not d.get("emit_obs"):
+        add_observation_draws(idata, si, seed=int(smp["seed"]))
+        log(f"per-observation draws computed ({time.perf_counter() - t_nc:.1f}s)")
+    idata.to_netcdf(str(out / "posterior.nc"))
+    log(f"posterior written ({time.perf_counter() - t_nc:.1f}s)")
+
+    diag = fit_diagnostics(idata, cfg.get("diagnostics"), max_treedepth=int(smp["max_treedepth"]))
+    diag.update(
+        engine=res.engine,
+        compile_seconds=res.compile_seconds,
+        compiled_from_cache=res.compiled_from_cache,
+        sample_seconds=res.sample_seconds,
+        n_gradient_evals=res.n_gradient_evals,
+        stan_sha256=res.stan_sha256,
+        settings=res.settings,
+        sampler_messages=res.messages[:20],
+    )
+    scale = make_display_scale(idata, si, cfg)
+    tables = {
+        "state_scores": state_scores(idata, si, cfg, scale),
+        "model_scores": model_scores(idata, si, cfg, scale),
+        "reasoning_effects": reasoning_effects(idata, si, cfg, scale),
+        "family_parameters": family_parameters(idata, si, cfg, scale),
+    }
+    for name, df in tables.items():
+        write_table(df, out / name)
+    ref_lab = si.states.set_index("state_pos")
+    diag["display_reference"] = {
+        "low": {"model": ref_lab.loc[scale.lo_state, "model"], "reasoning_state": ref_lab.loc[scale.lo_state, "reasoning_state"], "value": scale.lo_value},
+        "high": {"model": ref_lab.loc[scale.hi_state, "model"], "reasoning_state": ref_lab.loc[scale.hi_state, "reasoning_state"], "value": scale.hi_value},
+    }
+    diag["wall_seconds"] = time.perf_counter() - t0
+    (out / "diagnostics.json").write_text(json.dumps(diag, indent=2, default=_json_default))
+    ms = tables["model_scores"]
+    summary = {
+        "passes": diag["passes"],
+        "max_rhat": diag["max_rhat"],
+        "min_ess_bulk": diag["min_ess_bulk"],
+        "min_ess_tail": diag["min_ess_tail"],
+        "divergences": diag["divergences"],
+        "min_ebfmi": diag["min_ebfmi"],
+        "engine": res.engine,
+        "sample_seconds": round(res.sample_seconds, 1),
+        "wall_seconds": round(diag["wall_seconds"], 1),
+        "n_observations": d["N"],
+        "n_models": d["M"],
+        "n_states": d["S"],
+        "n_families": d["J"],
+        "top_model": str(ms.iloc[0]["model"]) if len(ms) else None,
+        "stan_sha256": res.stan_sha256,
+        "out_dir": str(out),
+    }
+    (out / "fit_summary.json").write_text(json.dumps(summary, indent=2, default=_json_default))
+    log(f"fit {'passes' if diag['passes'] else 'FAILS'} diagnostics: max R-hat {diag['max_rhat']:.4f}, "
+        f"min ESS bulk {diag['min_ess_bulk']:.0f} / tail {diag['min_ess_tail']:.0f}, "
+        f"{diag['divergences']} divergences")
+    return summary
+
+
+def _json_default(o):
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return str(o)
+
+
+def _parse(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--observations", required=True, help="modeled_observations as parquet or csv")
+    p.add_argument("--out", required=True, help="output folder")
+    p.add_argument("--config", default=None, help="model.yaml (default: the packaged one)")
+    p.add_argument("--engine", default=None, choices=["auto", "pystan", "cmdstanpy"])
+    p.add_argument("--chains", type=int)
+    p.add_argument("--warmup", type=int)
+    p.add_argument("--draws", type=int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--require-pass", action="store_true", help="exit 3 when diagnostics fail")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = _parse(argv)
+    overrides: dict = {"sampler": {}}
+    for k in ("chains", "warmup", "draws", "seed"):
+        if getattr(args, k) is not None:
+            overrides["sampler"][k] = getattr(args, k)
+    cfg = load_model_config(args.config, overrides)
+
+    from dagster_pipes import PipesEnvVarParamsLoader, open_dagster_pipes
+
+    under_pipes = PipesEnvVarParamsLoader().is_dagster_pipes_process()
+    code = 0
+    if under_pipes:
+        with open_dagster_pipes() as pipes:
+            try:
+                summary = run_fit(args.observations, args.out, cfg, log=pipes.log.info, engine=args.engine)
+                try:
+                    pipes.report_asset_materialization(metadata=_pipes_metadata(summary))
+                except Exception as exc:  # no asset in scope (e.g. launched from an op)
+                    pipes.log.warning(f"could not report materialization: {exc}")
+                if args.require_pass and not summary["passes"]:
+                    code = 3
+            finally:
+                shutdown_pystan_workers()
+    else:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+        logger = logging.getLogger("atlas.fit")
+        try:
+            summary = run_fit(args.observations, args.out, cfg, log=logger.info, engine=args.engine)
+            if args.require_pass and not summary["passes"]:
+                code = 3
+        finally:
+            shutdown_pystan_workers()
+    return code
+
+
+def _pipes_metadata(summary: dict) -> dict:
+    md = {}
+    for k, v in summary.items():
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            md[k] = {"raw_value": v, "type": "bool"}
+        elif isinstance(v, int):
+            md[k] = {"raw_value": v, "type": "int"}
+        elif isinstance(v, float):
+            md[k] = {"raw_value": v, "type": "float"}
+        elif k == "out_dir":
+            md[k] = {"raw_value": v, "type": "path"}
+        else:
+            md[k] = {"raw_value": str(v), "type": "text"}
+    return md
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,192 @@
+"""Fit benchmark for stan/atlas.stan (prints figures; exit 1 when the fit fails).
+
+    .venv/bin/python bench/bench_fit.py                       # simulated real-size panel
+    .venv/bin/python bench/bench_fit.py --observations modeled_observations.parquet
+    .venv/bin/python bench/bench_fit.py --recovery            # + 90% coverage per class
+    .venv/bin/python bench/bench_fit.py --cold                # drop the compiled model first
+    .venv/bin/python bench/bench_fit.py --override '{"parametrization": {"b": "centered"}}'
+
+Figures: compile time (cold or cached), sampling wall time, gradient
+evaluations (leapfrog steps incl. warmup), min bulk/tail ESS over theta, phi,
+beta, b, ESS per second, divergences, tree-depth hits, E-BFMI, peak memory
+(this process and its children: PyStan's workers are shut down before
+reading it). --override takes a JSON dict merged into model.yaml, which is
+how parametrization alternatives are measured (see docs/model.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from atlas_assets.model.diagnostics import fit_diagnostics  # noqa: E402
+from atlas_assets.model.engines import fit_model, select_engine, shutdown_pystan_workers  # noqa: E402
+from atlas_assets.model.simulate import REAL_SIZE, simulate_panel  # noqa: E402
+from atlas_assets.model.stan_data import (  # noqa: E402
+    build_stan_data,
+    load_model_config,
+    stan_file,
+    state_labels,
+)
+
+
+def coverage_table(idata, si, truth, level: float = 0.9) -> list[dict]:
+    post = idata.posterior
+    a = (1 - level) / 2
+    fam = si.families.family.tolist()
+    bfam = si.families.loc[si.families.bounded_pos >= 0].sort_values("bounded_pos").family.tolist()
+    classes = {
+        "theta (model)": ("theta", truth.theta[si.models.model].to_numpy()),
+        "phi (state)": ("phi", truth.phi[state_labels(si.states)].to_numpy()),
+        "b (difficulty)": ("b", truth.b[fam].to_numpy()),
+        "beta (discrimination)": ("beta", truth.beta[fam].to_numpy()),
+        "kappa (dispersion)": ("kappa", truth.kappa[bfam].to_numpy()),
+        "shared effect": ("shared_effect", truth.shared_effect[si.settings.setting].to_numpy()),
+    }
+    rows = []
+    for label, (name, true) in classes.items():
+        v = post[name].values
+        d = v.reshape((-1,) + v.shape[2:])
+        lo, hi = np.quantile(d, [a, 1 - a], axis=0)
+        cov = (true >= lo) & (true <= hi)
+        n = len(true)
+        tol = 2.576 * np.sqrt(level * (1 - level) / n)
+        rows.append({
+            "class": label, "n": n, "coverage": float(cov.mean()),
+            "ok_99pct_binomial": bool(abs(cov.mean() - level) <= tol + 0.5 / n),
+            "corr_mean_truth": float(np.corrcoef(d.mean(0), true)[0, 1]) if n > 2 else float("nan"),
+            "mean_abs_error": float(np.abs(d.mean(0) - true).mean()),
+        })
+    return rows
+
+
+def _quiet_log(msg: str) -> None:
+    """Print engine messages, and progress only every 500 iterations."""
+    if "iteration" in msg:
+        try:
+            it = int(msg.split("iteration ")[1].split("/")[0])
+        except (IndexError, ValueError):
+            it = 0
+        if it % 500:
+            return
+    print(msg, flush=True)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--observations", help="modeled_observations parquet/csv (default: simulate)")
+    p.add_argument("--seed", type=int, default=1, help="simulation seed")
+    p.add_argument("--recovery", action="store_true", help="print 90%% coverage of the simulated truth")
+    p.add_argument("--chains", type=int)
+    p.add_argument("--warmup", type=int)
+    p.add_argument("--draws", type=int)
+    p.add_argument("--engine", default=None)
+    p.add_argument("--cold", action="store_true", help="delete the cached compiled model first")
+    p.add_argument("--override", default="{}", help="JSON merged into model.yaml")
+    p.add_argument("--json", help="also write the figures to this JSON file")
+    args = p.parse_args(argv)
+
+    over = json.loads(args.override)
+    smp = over.setdefault("sampler", {})
+    for k in ("chains", "warmup", "draws"):
+        if getattr(args, k) is not None:
+            smp[k] = getattr(args, k)
+    cfg = load_model_config(overrides=over)
+    truth = None
+    if args.observations:
+        from atlas_assets.model.fit_process import read_table
+
+        obs = read_table(args.observations)
+    else:
+        obs, truth = simulate_panel(seed=args.seed, config=cfg, **REAL_SIZE)
+    si = build_stan_data(obs, cfg)
+    d = si.data
+    sf = stan_file(cfg)
+    engine = select_engine(args.engine or cfg["sampler"].get("engine", "auto"))
+    if args.cold and engine == "pystan":
+        import httpstan.cache
+        import httpstan.models
+
+        name = httpstan.models.calculate_model_name(sf.read_text())
+        try:
+            httpstan.cache.delete_model_directory(name)
+            print(f"deleted cached build {name}")
+        except Exception as exc:
+            print(f"no cached build to delete ({exc})")
+    print(f"panel: N={d['N']} obs, M={d['M']} models (M_ref={d['M_ref']}), S={d['S']} states, J={d['J']} families; "
+          f"pieces: bb={d['N_bb']} bbz={d['N_bbz']} beta={d['N_bt']} one={d['N_one']} zero={d['N_zero']} "
+          f"rating={d['N_rt']}; A={d['A']} D={d['D']}")
+    print(f"parametrization: {cfg.get('parametrization')}")
+    s = cfg["sampler"]
+    t0 = time.perf_counter()
+    ok = True
+    try:
+        res = fit_model(
+            sf, d, chains=int(s["chains"]), warmup=int(s["warmup"]), draws=int(s["draws"]),
+            seed=int(s["seed"]), engine=engine, init=float(s.get("init_radius", 0.5)),
+            adapt_delta=float(s["adapt_delta"]), max_treedepth=int(s["max_treedepth"]),
+            log=_quiet_log,
+            coords=si.coords(), dims=si.dims(), save_warmup=True,
+        )
+    except Exception as exc:  # report and fail
+        print(f"FIT FAILED: {exc!r}")
+        ok = False
+    finally:
+        shutdown_pystan_workers()
+    wall = time.perf_counter() - t0
+    self_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    child_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    if not ok:
+        return 1
+    diag = fit_diagnostics(res.idata, cfg["diagnostics"], max_treedepth=int(s["max_treedepth"]))
+    ess_s = diag["min_ess_bulk"] / res.sample_seconds
+    figures = {
+        "engine": res.engine,
+        "compile_seconds": round(res.compile_seconds, 2),
+        "compiled_from_cache": res.compiled_from_cache,
+        "sample_seconds": round(res.sample_seconds, 1),
+        "wall_seconds": round(wall, 1),
+        "gradient_evals_total": res.n_gradient_evals,
+        "gradient_evals_sampling": int(res.idata.sample_stats["n_steps"].sum()),
+        "ms_per_gradient_cpu_estimate": round(1000 * res.sample_seconds * min(2, int(s["chains"])) / res.n_gradient_evals, 3),
+        "step_size_per_chain": [round(x, 4) for x in diag["step_size_per_chain"]],
+        "mean_tree_depth": round(diag["mean_tree_depth"], 2),
+        "max_tree_depth": diag["max_tree_depth"],
+        "treedepth_hits": diag["treedepth_hits"],
+        "divergences": diag["divergences"],
+        "min_ess_bulk": round(diag["min_ess_bulk"], 1),
+        "min_ess_tail": round(diag["min_ess_tail"], 1),
+        "min_ess_bulk_per_second": round(ess_s, 2),
+        "max_rhat": round(diag["max_rhat"], 4),
+        "ebfmi_per_chain": [round(x, 3) for x in diag["ebfmi_per_chain"]],
+        "worst_ess_bulk": diag["worst_ess_bulk"][:3],
+        "passes_diagnostics": diag["passes"],
+        "peak_rss_mb_self": round(self_mb, 0),
+        "peak_rss_mb_children": round(child_mb, 0),
+    }
+    for k, v in figures.items():
+        print(f"{k:32s} {v}")
+    if args.recovery and truth is not None:
+        print("\n90% interval coverage of the simulated truth")
+        rows = coverage_table(res.idata, si, truth)
+        for r in rows:
+            print(f"  {r['class']:24s} n={r['n']:4d} coverage={r['coverage']:.3f} "
+                  f"{'ok' if r['ok_99pct_binomial'] else 'OUT OF 99% BINOMIAL BAND'} "
+                  f"corr={r['corr_mean_truth']:.3f} MAE={r['mean_abs_error']:.3f}")
+        figures["recovery"] = rows
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
