@@ -132,6 +132,8 @@ def fit_model(
         res = _fit_cmdstanpy(Path(stan_file), source, data, chains, warmup, draws, seed, init,
                              adapt_delta, max_treedepth, log, save_warmup, parallel_chains)
     posterior, stats, warm_stats, compile_s, sample_s, cached, messages = res
+    # switched-off outputs (zero-length vectors) carry nothing
+    posterior = {k: v for k, v in posterior.items() if v.size > 0}
     idata = to_inference_data(posterior, stats, warm_stats, coords=coords, dims=dims)
     n_steps = int(stats["n_steps"].sum()) + (int(warm_stats["n_steps"].sum()) if warm_stats else 0)
     ndiv = int(stats["diverging"].sum())

@@ -231,8 +231,13 @@ def main(argv=None) -> int:
             finally:
                 shutdown_pystan_workers()
     else:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
+        # only this logger: the root level would also print aiohttp's access log
         logger = logging.getLogger("atlas.fit")
+        logger.setLevel(logging.INFO)
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+        logger.addHandler(handler)
+        logger.propagate = False
         try:
             summary = run_fit(args.observations, args.out, cfg, log=logger.info, engine=args.engine)
             if args.require_pass and not summary["passes"]:
