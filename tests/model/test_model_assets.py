@@ -37,7 +37,7 @@ def project(tmp_path):
     """A project state whose modeled_observations is a small simulated panel (known truth)."""
     home = tmp_path / "atlas_home"
     home.mkdir()
-    observations, _truth = simulate_panel(seed=3, config=load_model_config(), **SMALL_SIZE)
+    observations, _truth = simulate_panel(seed=7, config=load_model_config(), **SMALL_SIZE)
     with duckdb.connect(str(home / "atlas.duckdb")) as conn:
         conn.register("panel", observations)
         conn.execute("CREATE TABLE modeled_observations AS SELECT * FROM panel")
@@ -56,8 +56,9 @@ def query(home: Path, sql: str):
 
 def test_cli_fit_publishes_scores_then_reuses_the_fit_and_a_failing_fit_publishes_nothing(project, tmp_path):
     env, home = project
-    # 1. A converged fit through the CLI: the Pipes subprocess exits, the gates pass, scores are published.
-    good = materialize(env, fit_config(chains=4, warmup=400, draws=400, seed=5), tmp_path)
+    # 1. A converged fit through the CLI with the production sampler settings (4 x 1000 + 1000):
+    #    the Pipes subprocess exits, the gates pass, scores are published.
+    good = materialize(env, fit_config(seed=5), tmp_path)
     output = good.stdout + good.stderr
     assert good.returncode == 0, output[-4000:]
     assert "pystan" in output  # the run log says which engine ran
@@ -70,7 +71,7 @@ def test_cli_fit_publishes_scores_then_reuses_the_fit_and_a_failing_fit_publishe
     assert json.loads((fits[0] / "fit_summary.json").read_text())["engine"] == "pystan"
 
     # 2. Same data, same specification, same settings: the fit is reused, not sampled again.
-    again = materialize(env, fit_config(chains=4, warmup=400, draws=400, seed=5), tmp_path)
+    again = materialize(env, fit_config(seed=5), tmp_path)
     assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
     assert "reusing the fit" in again.stdout + again.stderr
     assert len(list((home / "model" / "fits").iterdir())) == 1
