@@ -56,6 +56,20 @@ def parse_integer(text: object) -> int | None:
     return int(value)
 
 
+def parse_shots(text: object) -> int | None:
+    """Few-shot counts as published: '5', '25-shot', 'zero-shot' -> int; 'few' names no count and is refused."""
+    if isinstance(text, str):
+        cleaned = text.strip().lower()
+        if cleaned in ("zero-shot", "0-shot"):
+            return 0
+        if cleaned.endswith("-shot"):
+            text = cleaned[: -len("-shot")]
+    try:
+        return parse_integer(text)
+    except ValueProblem as problem:
+        raise ValueProblem("unknown_shot_count", f"{str(text)[:40]!r} is not a shot count") from problem
+
+
 def parse_date(text: object) -> dt.date | None:
     """ISO dates and timestamps ('2026-04-15', '2026-04-15T14:03:19.000Z') -> date."""
     if text is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from atlas_assets.ingest.records import ParseOutput, ValueProblem, blank_to_none, parse_date, parse_integer, parse_number
+from atlas_assets.ingest.records import ParseOutput, ValueProblem, blank_to_none, parse_date, parse_number, parse_shots
 
 # (record) -> (model_id, model_name, problem); problem is an audit detail when the id can't be had.
 Identify = Callable[[Mapping[str, Any]], tuple[str | None, str | None, str | None]]
@@ -100,7 +100,7 @@ def read_records(
             "source": source, "source_class": entry["source_class"], "snapshot_sha256": out.snapshot_sha256,
             "file": file, "row_number": row_number, "model_id": model_id, "model_name": model_name,
             "stderr": number(entry.get("stderr_column")), "ci_low": number(entry.get("ci_low_column")),
-            "ci_high": number(entry.get("ci_high_column")), "shots": number(entry.get("shots_column"), parse=parse_integer),
+            "ci_high": number(entry.get("ci_high_column")), "shots": number(entry.get("shots_column"), parse=parse_shots),
             "harness": " | ".join(part.strip() for part in harness_parts if part) or None,
             "sampling_protocol": entry.get("sampling_protocol"),
             "evaluated_on": date(entry.get("evaluated_on_column")), "released_on": date(entry.get("released_on_column")),

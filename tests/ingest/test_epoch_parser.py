@@ -137,6 +137,19 @@ def test_file_level_problems(registry):
     assert [a["reason"] for a in empty.audit] == ["empty_file"]
 
 
+def test_shot_counts_as_published(registry):
+    rows = (
+        "Model version,Name,Agent,Shots,Release date,Source,Score (%),Long tasks (%)\n"
+        "m1,,,25-shot,2024-01-01,Paper,0.4,\n"
+        "m2,,,zero-shot,2024-01-01,Paper,0.4,\n"
+        "m3,,,few,2024-01-01,Paper,0.4,\n"
+    )
+    output = parse_epoch_export(make_zip({"toy_agent_external.csv": rows}), registry, SHA)
+    shots = output.score_frame().set_index("model_id")["shots"]
+    assert shots["m1"] == 25 and shots["m2"] == 0 and pd_isna(shots["m3"])  # 'few' names no count: kept, field empty
+    assert reasons(output) == [("unknown_shot_count", "toy_agent_external.csv", 3, "Shots")]
+
+
 def test_name_stands_in_for_a_blank_model_version(registry):
     rows = "Model version,Name,Agent,Shots,Release date,Source,Score (%),Long tasks (%)\n,GPT-3 175B,,5,2020-05-28,Paper,0.4,\n"
     output = parse_epoch_export(make_zip({"toy_agent_external.csv": rows}), registry, SHA)
