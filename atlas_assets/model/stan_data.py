@@ -326,15 +326,31 @@ def build_stan_data(observations: pd.DataFrame, config: Mapping[str, Any] | None
     m_bt = piece == "beta"
     m_rt = piece == "rating"
 
-    # CSR averaging matrix: pbar_j = mean of phi over the states observed on j
-    # (observations are sorted by family, so rows come out in order)
+    # CSR averaging matrix: pbar_j = weighted mean of phi over the states observed on j
+    # (observations are sorted by family, so rows come out in order). Any fixed weights
+    # give the same model (b = pbar - b_raw / beta has |db/db_raw| = 1/beta whatever pbar
+    # is); they only move the centre at which the intercept is sampled. `b_centre`:
+    #   mean         every observation weighs the same;
+    #   information  weight s (1 - s) + 0.01, s = (u - c) / (1 - c) clipped to [0, 1]
+    #                (ratings 1): the logistic information proxy, so the centre sits
+    #                where the curve is informed, not among a zero-heavy family's floor.
+    pri = cfg["priors"]
+    par = cfg.get("parametrization", {})
     counts = obs.groupby("family_pos").size().reindex(range(len(fam)), fill_value=0).to_numpy()
-    avg_w = (1.0 / counts[obs["family_pos"].to_numpy()]).tolist()
+    fpos = obs["family_pos"].to_numpy()
+    centre = par.get("b_centre", "mean")
+    if centre == "mean":
+        wts = np.ones(len(obs))
+    elif centre == "information":
+        s_u = np.clip((u - fl) / (1.0 - fl), 0.0, 1.0)
+        wts = np.where(bounded, s_u * (1.0 - s_u) + 0.01, 1.0)
+    else:
+        raise ValueError(f"parametrization.b_centre must be mean or information, not {centre!r}")
+    wsum = np.bincount(fpos, weights=wts, minlength=len(fam))
+    avg_w = (wts / wsum[fpos]).tolist()
     avg_v = (obs["state_pos"] + 1).tolist()
     avg_u = (np.concatenate([[0], np.cumsum(counts)]) + 1).astype(int).tolist()
 
-    pri = cfg["priors"]
-    par = cfg.get("parametrization", {})
     pre = par.get("preconditioning", {}) or {}
     data = {
         "N": int(len(obs)),
