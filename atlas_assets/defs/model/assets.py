@@ -29,6 +29,16 @@ SCORE_TABLES = {
 }
 
 
+# (metric in diagnostics.json, its threshold key, its pass/fail key): one blocking check each.
+DIAGNOSTIC_GATES = [
+    ("max_rhat", "rhat_max", "rhat"),
+    ("min_ess_bulk", "ess_bulk_min", "ess_bulk"),
+    ("min_ess_tail", "ess_tail_min", "ess_tail"),
+    ("divergences", "divergences_max", "divergences"),
+    ("min_ebfmi", "ebfmi_min", "ebfmi"),
+]
+
+
 class FitConfig(dg.Config):
     """Sampler settings for one run; empty fields take the values in config/model.yaml."""
 
@@ -152,11 +162,9 @@ def fit_diagnostics(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -
     fit_dir = _fit_dir(context)
     diagnostics = json.loads((fit_dir / "diagnostics.json").read_text())
     rows = pd.DataFrame([
-        {"metric": "max_rhat", "value": diagnostics["max_rhat"], "threshold": diagnostics["thresholds"]["rhat_max"], "passes": diagnostics["checks"]["rhat"]},
-        {"metric": "min_ess_bulk", "value": diagnostics["min_ess_bulk"], "threshold": diagnostics["thresholds"]["ess_bulk_min"], "passes": diagnostics["checks"]["ess_bulk"]},
-        {"metric": "min_ess_tail", "value": diagnostics["min_ess_tail"], "threshold": diagnostics["thresholds"]["ess_tail_min"], "passes": diagnostics["checks"]["ess_tail"]},
-        {"metric": "divergences", "value": diagnostics["divergences"], "threshold": diagnostics["thresholds"]["divergences_max"], "passes": diagnostics["checks"]["divergences"]},
-        {"metric": "min_ebfmi", "value": diagnostics["min_ebfmi"], "threshold": diagnostics["thresholds"]["ebfmi_min"], "passes": diagnostics["checks"]["ebfmi"]},
+        {"metric": metric, "value": diagnostics[metric], "threshold": diagnostics["thresholds"][threshold],
+         "passes": diagnostics["checks"][check]}
+        for metric, threshold, check in DIAGNOSTIC_GATES
     ])
     rows["fit_dir"] = str(fit_dir)
     with duckdb.get_connection() as conn:
