@@ -27,21 +27,19 @@ def replace_rows(
     """
     conn.execute("BEGIN TRANSACTION")
     try:
+        conn.register("incoming_frame", frame)
         if create:
-            conn.register("incoming_frame", frame)
             conn.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM incoming_frame")
-            conn.unregister("incoming_frame")
-            conn.execute("COMMIT")
-            return len(frame)
-        if like is not None:
-            conn.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM {like} LIMIT 0")
-        expected = [row[0] for row in conn.execute(f"DESCRIBE {table}").fetchall()]
-        missing = [column for column in expected if column not in frame.columns]
-        if missing:
-            raise ValueError(f"cannot write {table}: frame lacks columns {missing}")
-        conn.execute(f"DELETE FROM {table}")
-        conn.register("incoming_frame", frame[expected])
-        conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming_frame")
+        else:
+            if like is not None:
+                conn.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM {like} LIMIT 0")
+            expected = [row[0] for row in conn.execute(f"DESCRIBE {table}").fetchall()]
+            missing = [column for column in expected if column not in frame.columns]
+            if missing:
+                raise ValueError(f"cannot write {table}: frame lacks columns {missing}")
+            selected = ", ".join(f'"{column}"' for column in expected)
+            conn.execute(f"DELETE FROM {table}")
+            conn.execute(f"INSERT INTO {table} BY NAME SELECT {selected} FROM incoming_frame")
         conn.unregister("incoming_frame")
         conn.execute("COMMIT")
     except Exception:

@@ -9,6 +9,7 @@ left an ETag or Last-Modified, the request is conditional and a 304 reuses that 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 from dataclasses import dataclass
@@ -104,10 +105,10 @@ class SourceFetcher(dg.ConfigurableResource):
             content, record = self._download(url, previous)
         if record.not_modified and previous is not None:
             sha256, path = previous.sha256, store.path_for(previous.sha256)
-            record = FetchRecord(**{**record.__dict__, "sha256": sha256, "bytes": previous.bytes})
+            record = dataclasses.replace(record, sha256=sha256, bytes=previous.bytes)
         else:
             sha256, path = store.put(content)
-            record = FetchRecord(**{**record.__dict__, "sha256": sha256, "bytes": len(content)})
+            record = dataclasses.replace(record, sha256=sha256, bytes=len(content))
         store.record(record)
         return FetchResult(
             url=url,
@@ -173,7 +174,7 @@ class SourceFetcher(dg.ConfigurableResource):
             last_modified=response.headers.get("Last-Modified"),
         )
         if response.status_code == 304:
-            return b"", FetchRecord(**{**record.__dict__, "not_modified": True})
+            return b"", dataclasses.replace(record, not_modified=True)
         if response.status_code == 429 or response.status_code >= 500:
             raise _TransientFetchError(f"{url}: HTTP {response.status_code}")
         if response.status_code >= 400:
