@@ -47,6 +47,9 @@ RULE_ALIAS = "alias"
 RULE_NO_SETTING = "no_setting_named"
 RULE_REASONING_PRODUCT = "reasoning_product"
 RULE_CONTRADICTION = "reasoning_label_on_model_without_reasoning"
+# Seed 001 "Guards": no-thinking rows are kept only for models with no reasoning mode, where
+# thinking off IS the model's only (default) state; see docs/reasoning_states.md.
+RULE_OFF_IS_DEFAULT = "no_reasoning_mode_off_is_default"
 RULE_SWE_BENCH_UNCONFIRMED = "swe_bench_unconfirmed_model"
 
 
@@ -99,6 +102,10 @@ class ReasoningRules:
     residual_regex: re.Pattern[str]
     swe_bench_labels: tuple[tuple[str, re.Pattern[str]], ...]
     not_settings: tuple[str, ...]
+    unknown_suffix_rule: str
+    unknown_suffix_regex: re.Pattern[str]  # with a (?P<label>) group
+    setting_word_regex: re.Pattern[str]
+    suffix_rule_ids: frozenset[str]  # ids of setting_suffixes (Epoch's '_x' / '-x' forms)
     why_by_rule: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -208,6 +215,7 @@ def _load_reasoning_rules_cached(path: Path) -> ReasoningRules:
     prefix_list = tuple(p.lower() for p in _require(prefixes, "prefixes", path, "provider_prefixes", list))
 
     forms: list[_SettingForm] = []
+    suffix_rule_ids: set[str] = set()
     for key in ("setting_suffixes", "word_forms"):
         for i, entry in enumerate(_require(data, key, path, "top level", list)):
             where = f"{key}[{i}]"
@@ -219,6 +227,17 @@ def _load_reasoning_rules_cached(path: Path) -> ReasoningRules:
                 )
             state = None if has_group else _check_state(entry["state"], path, where, allow_null=True)
             forms.append(_SettingForm(rule_id(entry, where), regex, state, why_by_rule.get(entry["id"], "")))
+            if key == "setting_suffixes":
+                suffix_rule_ids.add(entry["id"])
+
+    unknown = _require(data, "unrecognized_setting_suffix", path, "top level", dict)
+    unknown_rule = rule_id(unknown, "unrecognized_setting_suffix")
+    unknown_regex = _compile(_require(unknown, "pattern", path, "unrecognized_setting_suffix", str), path,
+                             "unrecognized_setting_suffix")
+    if "label" not in unknown_regex.groupindex:
+        raise RegistryConfigError(f"{path}: unrecognized_setting_suffix.pattern: needs a (?P<label>...) group")
+    setting_words = _compile(_require(unknown, "setting_words", path, "unrecognized_setting_suffix", str), path,
+                             "unrecognized_setting_suffix.setting_words")
 
     budget = _require(data, "budget_bands", path, "top level", dict)
     budget_rule = rule_id(budget, "budget_bands")
@@ -254,6 +273,10 @@ def _load_reasoning_rules_cached(path: Path) -> ReasoningRules:
         residual_regex=_compile(_require(residual, "pattern", path, "residual_reasoning_words", str), path, "residual"),
         swe_bench_labels=tuple(swe_labels),
         not_settings=tuple(e["example"] for e in data.get("not_settings", [])),
+        unknown_suffix_rule=unknown_rule,
+        unknown_suffix_regex=unknown_regex,
+        setting_word_regex=setting_words,
+        suffix_rule_ids=frozenset(suffix_rule_ids),
         why_by_rule=why_by_rule,
     )
 
@@ -384,6 +407,14 @@ def _read_setting(text: str, rules: ReasoningRules) -> tuple[str, str | None, in
     return None
 
 
+def _unknown_setting_suffix(text: str, rules: ReasoningRules) -> tuple[str, str] | None:
+    """(name before, label) when `text` ends in an Epoch-style '_<word>' suffix no form reads."""
+    match = rules.unknown_suffix_regex.search(text)
+    if not match or not text[: match.start()].strip(" -_"):
+        return None
+    return text[: match.start()].rstrip(" -_"), match.group("label")
+
+
 def normalize_model_id(
     model_id: str,
     *,
@@ -427,6 +458,11 @@ def normalize_model_id(
             setting_rule = form.rule_id
             if budget is not None:
                 setting_rule += "+" + rules.budget_rule
+        else:
+            unknown = _unknown_setting_suffix(text, rules)
+            if unknown is not None and rules.setting_word_regex.search(unknown[1]):
+                # '_xxhigh' names a setting no rule knows: the model before it, state unknown.
+                text, state, setting_rule = unknown[0], None, rules.unknown_suffix_rule
 
     text = _apply(rules.name_rewrites, text, fired, prefix)
     key = canonical_key(text)
@@ -439,7 +475,10 @@ def normalize_model_id(
             state, setting_rule = None, rules.residual_rule
         else:
             setting_rule = RULE_NO_SETTING
-    if key in overrides.no_reasoning_mode and state not in ("default", "disabled", None):
+    if key in overrides.no_reasoning_mode and state == "disabled":
+        # A model without a reasoning mode only ever runs with thinking off: that is its default.
+        state, setting_rule = "default", f"{setting_rule}+{RULE_OFF_IS_DEFAULT}"
+    elif key in overrides.no_reasoning_mode and state not in ("default", None):
         state, setting_rule = None, f"{setting_rule}+{RULE_CONTRADICTION}"
     return ModelIdentity(key, state, budget, "+".join(fired + [setting_rule]))
 
@@ -573,6 +612,7 @@ def build_model_registry(
     pub = pub[~blank]
 
     identities = {mid: normalize_model_id(mid, rules=rules, overrides=overrides) for mid in pub["model_id"].unique()}
+    identities.update(_unknown_suffixes_of_set_models(identities, rules, overrides))
 
     # SWE-bench identifiers are free text typed by submitters (and system names when a result has no
     # single Model tag): a model is only accepted when another source publishes it or models.yaml
@@ -603,6 +643,32 @@ def build_model_registry(
     return ids_table, models_table, audit_table
 
 
+def _unknown_suffixes_of_set_models(
+    identities: Mapping[str, ModelIdentity], rules: ReasoningRules, overrides: ModelOverrides
+) -> dict[str, ModelIdentity]:
+    """Identifiers read as a bare name whose '_<word>' suffix sits on a model published with settings.
+
+    'gpt-5.4-2026-03-05_ultra' alone looks like a name; beside 'gpt-5.4-2026-03-05_high' it is an
+    unknown setting of gpt-5.4-2026-03-05 (reasoning_rules.yaml unrecognized_setting_suffix).
+    """
+    with_settings = {
+        ident.model for ident in identities.values()
+        if ident.model is not None and set(ident.rule.split("+")) & rules.suffix_rule_ids
+    }
+    found = {}
+    for mid, ident in identities.items():
+        if not ident.rule.endswith(RULE_NO_SETTING):
+            continue
+        unknown = _unknown_setting_suffix(_apply(rules.cleanup, str(mid), []), rules)
+        if unknown is None:
+            continue
+        stem = normalize_model_id(unknown[0], rules=rules, overrides=overrides)
+        if stem.model in with_settings and stem.rule.endswith(RULE_NO_SETTING):
+            rule = stem.rule[: -len(RULE_NO_SETTING)] + rules.unknown_suffix_rule
+            found[mid] = ModelIdentity(stem.model, None, None, rule)
+    return found
+
+
 def _audit_identifiers(
     pub: pd.DataFrame, identities: Mapping[str, ModelIdentity], rules: ReasoningRules, overrides: ModelOverrides
 ) -> list[dict[str, Any]]:
@@ -624,6 +690,9 @@ def _audit_identifiers(
         elif ident.reasoning_state is None:
             last_rule = ident.rule.split("+")[-1]
             why = rules.why_by_rule.get(last_rule) or last_rule
+            if last_rule == rules.unknown_suffix_rule:
+                unknown = _unknown_setting_suffix(_apply(rules.cleanup, str(mid), []), rules)
+                why = f"setting {unknown[1]!r} is in no rule. {why}" if unknown else why
             audit.append(dict(kind="unknown_reasoning_label", subject=mid, source=source, file=file,
                               detail=f"model {ident.model}, state left NULL by rule {ident.rule}: {why} In {where}.{seen_as}"))
         moving = overrides.moving_api_aliases.get(str(mid).strip().lower())

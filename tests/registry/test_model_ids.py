@@ -346,3 +346,49 @@ def test_every_real_identifier_is_mapped_or_audited():
     undecided = ids[~decided].assign(reason=lambda f: f["rule"].str.split("+").str[-1])
     print("undecided ids by reason:", undecided["reason"].value_counts().to_dict())
     print("top rules:", Counter(r for rule in ids["rule"] for r in rule.split("+")).most_common(12))
+
+
+# --- issue 7 item 6: no-thinking rows of a model without a reasoning mode are its default state
+@pytest.mark.parametrize("model_id, model", [
+    ("gpt-4o-2024-11-20 (no thinking)", "gpt-4o-2024-11-20"),
+    ("gpt-4.1-2025-04-14_none", "gpt-4.1-2025-04-14"),
+    ("gpt-5-chat-non-reasoning", "gpt-5-chat"),
+])
+def test_no_thinking_rows_of_a_model_without_reasoning_mode_are_its_default(model_id, model):
+    identity = normalize_model_id(model_id)
+    assert (identity.model, identity.reasoning_state) == (model, "default"), identity
+    assert "no_reasoning_mode_off_is_default" in identity.rule.split("+"), identity.rule
+
+
+def test_no_thinking_rows_of_a_reasoning_model_stay_disabled():
+    # Reasoning models keep 'disabled' as an off-ladder state of their own (docs/reasoning_states.md).
+    for model_id in ("gpt-5.1-2025-11-13_none", "deepseek-chat", "grok-4-1-fast-non-reasoning"):
+        assert normalize_model_id(model_id).reasoning_state == "disabled", model_id
+
+
+# --- issue 7 item 12: an unrecognized setting suffix is an unknown label, never a new model
+def test_setting_like_suffix_is_an_unknown_label_not_a_model():
+    identity = normalize_model_id("gpt-5.4-2026-03-05_xxhigh")
+    assert (identity.model, identity.reasoning_state) == ("gpt-5.4-2026-03-05", None), identity
+    assert identity.rule.endswith("unrecognized_setting_suffix")
+
+
+def test_unknown_suffix_on_a_model_published_with_settings_is_audited_not_a_new_model():
+    published = _published([
+        ("gpt-5.4-2026-03-05_high", None, "OpenAI", "2026-03-05", "epoch_hub", "gpqa_diamond.csv"),
+        ("gpt-5.4-2026-03-05_ultra", None, "OpenAI", "2026-03-05", "epoch_hub", "gpqa_diamond.csv"),
+        # '_Base' on a name never published with a setting is part of the name (a model size).
+        ("DPMM-CoT_Base", None, None, None, "epoch_hub", "science_qa_external.csv"),
+        ("video_chat2_mistral", None, None, None, "epoch_hub", "video_mme_external.csv"),
+    ])
+    ids, models, audit = build_model_registry(published)
+    by_id = ids.set_index("model_id")
+    assert by_id.at["gpt-5.4-2026-03-05_ultra", "model"] == "gpt-5.4-2026-03-05"
+    assert pd.isna(by_id.at["gpt-5.4-2026-03-05_ultra", "reasoning_state"])
+    assert by_id.at["gpt-5.4-2026-03-05_ultra", "rule"].endswith("unrecognized_setting_suffix")
+    assert "gpt-5.4-2026-03-05_ultra" not in set(models["model"])
+    row = audit[audit["subject"] == "gpt-5.4-2026-03-05_ultra"]
+    assert list(row["kind"]) == ["unknown_reasoning_label"]
+    assert "'ultra'" in row.iloc[0]["detail"] and "epoch_hub/gpqa_diamond.csv" in row.iloc[0]["detail"]
+    assert by_id.at["DPMM-CoT_Base", "reasoning_state"] == "default"
+    assert by_id.at["video_chat2_mistral", "model"] == "video_chat2_mistral"
