@@ -41,6 +41,23 @@ CREATE TABLE IF NOT EXISTS audit_conflicts (
     cell_spread       DOUBLE NOT NULL
 );
 
+-- Scores at exactly a declared bound, per benchmark with any (stage 2). `counted` are the hits a
+-- correct declaration makes rare (at the max; at the min only with a guessing floor); a benchmark
+-- with share = counted / n_scores above bounds_guard_max_share is `suspect`: excluded, and named
+-- by the WARN check screened_scores_bounds_suspect.
+CREATE TABLE IF NOT EXISTS audit_bounds (
+    benchmark  VARCHAR NOT NULL,
+    n_scores   INTEGER NOT NULL,   -- scores the row-level rules kept
+    at_min     INTEGER NOT NULL,
+    at_max     INTEGER NOT NULL,
+    counted    INTEGER NOT NULL,
+    share      DOUBLE NOT NULL,
+    suspect    BOOLEAN NOT NULL,
+    floor      DOUBLE,
+    range_min  DOUBLE,
+    range_max  DOUBLE
+);
+
 -- One row per (model, reasoning state, benchmark) pooled from several configurations (stage 4).
 CREATE TABLE IF NOT EXISTS audit_harness_spread (
     model            VARCHAR NOT NULL,

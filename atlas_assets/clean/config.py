@@ -26,6 +26,7 @@ DEFAULT_PATH = CONFIG_DIR / "cleaning.yaml"
 class CleaningConfig:
     # protocol screen
     floor_guard_fraction: float = 0.5
+    floor_guard_min_items: float = 1.0
     bounds_guard_max_share: float = 0.25
     range_slack_fraction: float = 1e-6
     # duplicate resolution

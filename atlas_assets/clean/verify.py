@@ -190,12 +190,30 @@ def screen_rules_hold(conn: duckdb.DuckDBPyConnection, config: CleaningConfig) -
         """
         SELECT count(*) FILTER (WHERE s.sampling_class <>
                    CASE WHEN b.sampling_protocol IN ('consensus', 'best_of_n') THEN 'consensus' ELSE 'single' END),
-               count(*) FILTER (WHERE b.floor > 0 AND (s.score - b.range_min) / (b.range_max - b.range_min) < ? * b.floor)
+               count(*) FILTER (WHERE b.floor > 0 AND (s.score - b.range_min) / (b.range_max - b.range_min) < $fraction * b.floor
+                                AND (b.items IS NULL OR $fraction * b.floor * b.items >= $min_items))
         FROM screened_scores AS s JOIN registry_benchmarks AS b USING (benchmark)
         """,
-        [config.floor_guard_fraction],
+        {"fraction": config.floor_guard_fraction, "min_items": config.floor_guard_min_items},
     ).fetchone()
     return Verdict(sum(bad) == 0, {"protocol_class_mismatch": int(bad[0]), "below_half_floor": int(bad[1])})
+
+
+def bounds_suspect_benchmarks(conn: duckdb.DuckDBPyConnection) -> Verdict:
+    """WARN signal: benchmarks excluded because too many of their scores sit at a declared bound
+    that a correct declaration makes rare (audit_bounds.suspect): name them so the registry's
+    bounds get checked."""
+    rows = conn.execute(
+        "SELECT benchmark, counted, n_scores, at_min, at_max FROM audit_bounds WHERE suspect ORDER BY benchmark"
+    ).fetchall()
+    return Verdict(
+        not rows,
+        {
+            "suspect_benchmarks": ", ".join(r[0] for r in rows) or "none",
+            "details": "; ".join(f"{b}: {c} of {n} at a bound (min {lo}, max {hi})" for b, c, n, lo, hi in rows) or "none",
+            "benchmarks_with_bound_hits": int(conn.execute("SELECT count(*) FROM audit_bounds").fetchone()[0]),
+        },
+    )
 
 
 def coverage_holds(conn: duckdb.DuckDBPyConnection, config: CleaningConfig) -> Verdict:

@@ -99,3 +99,59 @@ def test_bounds_guard_counts_only_rows_the_row_level_rules_keep():
     conn = run(p)
     assert kept(conn) == set(rest)
     assert exclusions(conn, "screened_scores") == {key: "below_half_floor" for key in zeros}
+
+
+# --- issue 7 item 5: the bounds guard is about wrong declared bounds, not about real zeros ---------
+
+
+def test_zeros_on_a_benchmark_without_a_guessing_floor_are_scores_not_bound_hits():
+    # BALROG NetHack: 10 of 28 models score exactly 0 on a floorless benchmark; those are real
+    # measurements (the model's zero hurdle exists for them), not evidence of a wrong declared min
+    p = Panel().benchmark("nethack")
+    keys = [p.score(m, "nethack", s) for m, s in zip("abcde", [0.0, 0.0, 0.0, 0.02, 0.05])]
+    conn = run(p)
+    assert kept(conn) == set(keys)
+    assert exclusions(conn, "screened_scores") == {}
+
+
+def test_bound_hits_at_the_min_count_where_the_benchmark_has_a_guessing_floor():
+    # a floored benchmark whose floor guard is below one item (0.01 * 50 * 0.5 < 1, so zeros are
+    # kept by the guard): exact zeros where guessing alone scores 1 % mean the bounds are wrong
+    p = Panel().benchmark("mc100", floor=0.01, items=50)
+    keys = [p.score(m, "mc100", s) for m, s in zip("abcde", [0.0, 0.0, 0.3, 0.5, 0.6])]
+    conn = run(p)
+    assert exclusions(conn, "screened_scores") == {key: "bounds_suspect" for key in keys}
+
+
+def test_a_suspect_benchmark_is_named_in_the_bounds_audit_and_the_warn_verdict():
+    from atlas_assets.clean import verify
+
+    p = Panel().benchmark("capped").benchmark("zeros")
+    for m, s in zip("abcde", [1.0, 1.0, 0.8, 0.7, 0.6]):
+        p.score(m, "capped", s)
+    for m, s in zip("abcde", [0.0, 0.0, 0.0, 0.4, 0.5]):
+        p.score(m, "zeros", s)
+    conn = run(p)
+    audit = table(conn, "SELECT benchmark, n_scores, at_min, at_max, counted, round(share, 3), suspect FROM audit_bounds ORDER BY 1")
+    assert audit == [("capped", 5, 0, 2, 2, 0.4, True), ("zeros", 5, 3, 0, 0, 0.0, False)]
+    verdict = verify.bounds_suspect_benchmarks(conn)
+    assert not verdict.passed and verdict.metadata["suspect_benchmarks"] == "capped"
+
+
+def test_half_floor_guard_does_not_apply_where_half_the_floor_is_below_one_item():
+    # OTIS Mock AIME: floor 0.001 on 45 items; half the floor is 0.02 of an item, so a 0/45 is
+    # a genuine zero, not a refusal. GPQA-like 0.25 on 198 items: half the floor is 24.75 items.
+    p = Panel().benchmark("otis", floor=0.001, items=45).benchmark("mc", floor=0.25, items=198)
+    p.benchmark("cont", floor=0.25)  # no item count: a continuous score, the guard applies
+    zero_otis = p.score("a", "otis", 0.0)
+    rest_otis = [p.score(m, "otis", s) for m, s in zip("bcde", [0.1, 0.2, 0.3, 0.4])]
+    zero_mc = p.score("a", "mc", 0.0)
+    zero_cont = p.score("a", "cont", 0.0)
+    conn = run(p)
+    assert {zero_otis, *rest_otis} <= kept(conn)
+    assert exclusions(conn, "screened_scores") == {zero_mc: "below_half_floor", zero_cont: "below_half_floor"}
+    from atlas_assets.clean import verify
+
+    from .fixtures import LOOSE
+
+    assert verify.screen_rules_hold(conn, LOOSE).passed

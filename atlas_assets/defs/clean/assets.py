@@ -27,6 +27,11 @@ UPSTREAM = {
 }
 # Audit tables written by a stage's SQL next to its output.
 COMPANIONS = {
+    "screened_scores": {
+        "audit_bounds": "Scores at exactly a declared bound, per benchmark: how many sit at the min and the max, "
+        "how many count against the declaration (the max; the min where guessing clears it), and whether the "
+        "benchmark was excluded as bounds_suspect (named by a WARN check).",
+    },
     "resolved_cells": {
         "audit_conflicts": "Conflict queue: every report of every configuration x benchmark cell that stayed "
         "irreconcilable after consensus, protocol tiebreak and majority (excluded from the fit).",

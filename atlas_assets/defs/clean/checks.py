@@ -123,6 +123,12 @@ rule_checks = [
 ]
 drift_checks = [
     build_sql_check(
+        "screened_scores", "screened_scores_bounds_suspect",
+        "WARN naming every benchmark excluded because more than bounds_guard_max_share of its scores sit at its "
+        "declared max (or at its min where it has a guessing floor): its declared bounds need checking.",
+        lambda conn, config: verify.bounds_suspect_benchmarks(conn), severity=WARN,
+    ),
+    build_sql_check(
         "resolved_cells", "resolved_cells_conflict_share_drift",
         "WARN when the share of cells ending as conflicts jumps vs the previous materialization.",
         verify.conflict_share_drift, severity=WARN,
