@@ -63,19 +63,55 @@ def test_family_uses_its_primary_when_the_primary_alone_is_covered():
 
 
 @pytest.mark.parametrize("config", [LOOSE.replace(primary_min_models=4), LOOSE.replace(primary_min_models=3, primary_min_share=0.8)])
-def test_components_are_averaged_when_the_primary_is_under_covered(config):
+def test_an_under_covered_primary_gives_way_to_the_single_best_covered_component(config):
+    # issue 7 item 8: the family's column means one benchmark for every state. "lite" (5 models)
+    # is better covered than "multi" (4): every state gets lite's u, its whole items and its
+    # floor; no state gets an average of whatever subset of components it happens to have
     conn = run(family_panel(), config)
-    # one observation per state x family; the count of components is metadata; the floor is
-    # the mean of the selected benchmarks' floors; whole items only for a single countable one
     assert obs(conn) == [
-        ("a", "swe", "bounded", 0.3, None, None, 0.2, 2),
-        ("b", "swe", "bounded", 0.4, None, None, 0.2, 2),
-        ("c", "swe", "bounded", 0.5, None, None, 0.2, 2),
-        ("d", "swe", "bounded", 0.6, None, None, 0.2, 2),
-        ("e", "swe", "bounded", 0.6, 180, 300, 0.2, 1),
+        ("a", "swe", "bounded", 0.2, 60, 300, 0.1, 1),
+        ("b", "swe", "bounded", 0.3, 90, 300, 0.1, 1),
+        ("c", "swe", "bounded", 0.4, 120, 300, 0.1, 1),
+        ("d", "swe", "bounded", 0.5, 150, 300, 0.1, 1),
+        ("e", "swe", "bounded", 0.6, 180, 300, 0.1, 1),
     ]
+    assert table(conn, "SELECT DISTINCT selection, benchmarks FROM family_observations") == [("component", ["lite"])]
     dropped = exclusions(conn, "family_observations")
-    assert dropped == {f"{m} / default :: verified": "primary_under_covered" for m in "abc"}
+    assert dropped == {
+        **{f"{m} / default :: verified": "primary_under_covered" for m in "abc"},
+        **{f"{m} / default :: multi": "family_uses_component" for m in "abcd"},
+    }
+
+
+def test_the_primary_stays_when_no_component_is_better_covered():
+    # the primary misses the bar (3 < 4 models) but each component covers only 2 models:
+    # the best covered single benchmark is the primary itself
+    p = Panel().benchmark("prim", family="f", role="primary").benchmark("c1", family="f", role="component")
+    p.benchmark("c2", family="f", role="component")
+    for m, s in zip("abc", (0.3, 0.5, 0.7)):
+        p.model(m).score(m, "prim", s)
+    p.model("d").model("e")
+    for m, bench, score in (("a", "c1", 0.4), ("d", "c1", 0.6), ("b", "c2", 0.4), ("e", "c2", 0.6)):
+        p.score(m, bench, score)
+    conn = run(p, LOOSE.replace(primary_min_models=4))
+    assert [row[:4] for row in obs(conn)] == [("a", "f", "bounded", 0.3), ("b", "f", "bounded", 0.5), ("c", "f", "bounded", 0.7)]
+    assert set(exclusions(conn, "family_observations").values()) == {"family_uses_primary"}
+
+
+def test_a_conflicted_component_is_not_refilled_from_another_benchmark():
+    # issue 7 item 7: state "a" has an irreconcilable conflict on the family's selected component
+    # "lite"; its "multi" score must not stand in for it. The state's family cell is dropped and
+    # its remaining rows are charged to the conflict.
+    p = family_panel()
+    p.score("a", "lite", 0.9)  # 0.2 and 0.9 on one configuration: unresolved conflict
+    conn = run(p, LOOSE.replace(primary_min_models=4))
+    assert "a" not in {row[0] for row in obs(conn)}
+    assert {row[0] for row in obs(conn)} == set("bcde")
+    dropped = exclusions(conn, "family_observations")
+    assert dropped["a / default :: multi"] == "conflict_blocks_family"
+    assert dropped["a / default :: verified"] == "conflict_blocks_family"
+    values = table(conn, "SELECT \"values\"->>'conflicted_benchmark' FROM audit_exclusions WHERE subject = 'a / default :: multi'")
+    assert values == [("lite",)]
 
 
 def test_a_family_with_only_a_primary_uses_it_however_covered():

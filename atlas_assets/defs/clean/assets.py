@@ -22,7 +22,7 @@ UPSTREAM = {
     "screened_scores": ["oriented_scores", "registry_benchmarks"],
     "resolved_cells": ["screened_scores", "registry_benchmarks"],
     "pooled_states": ["resolved_cells", "audit_conflicts", "registry_model_ids", "registry_benchmarks"],
-    "family_observations": ["pooled_states", "registry_benchmarks"],
+    "family_observations": ["pooled_states", "audit_conflicts", "registry_model_ids", "registry_benchmarks"],
     "modeled_observations": ["family_observations", "registry_model_ids"],
 }
 # Audit tables written by a stage's SQL next to its output.
