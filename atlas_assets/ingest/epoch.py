@@ -14,7 +14,7 @@ import csv
 import io
 
 from atlas_assets.ingest.archive import read_zip_members
-from atlas_assets.ingest.records import ParseOutput, ValueProblem, parse_number
+from atlas_assets.ingest.records import ParseOutput, ValueProblem, parse_number, shown, undecodable_bytes
 from atlas_assets.ingest.tabular import read_records
 
 SOURCE = "epoch_hub"
@@ -29,40 +29,56 @@ def detect_layout(members: dict[str, bytes]) -> str:
 
 
 def parse_csv_member(out: ParseOutput, registry, file: str, content: bytes) -> None:
-    try:
-        text = content.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        out.flag("undecodable_file", f"{out.source}/{file}: not UTF-8 ({error})", file=file)
-        return
+    """Read one CSV member. A file that cannot be read as a whole is a file error (its last good
+    rows are kept by the asset); a row that cannot be read costs that row only."""
+    where = f"{out.source}/{file}"
+    # surrogateescape: a stray non-UTF-8 byte becomes a lone surrogate inside exactly the cell it
+    # sits in, so it costs that row (audited with row and field), not the whole file.
+    text = content.decode("utf-8-sig", errors="surrogateescape")
     rows = list(csv.reader(io.StringIO(text, newline="")))
     if not rows or not any(cell.strip() for cell in rows[0]):
-        out.flag("empty_file", f"{out.source}/{file}: empty, no header row", file=file)
+        out.fail_file("empty_file", f"{where}: empty, no header row", file=file)
         return
     header = [cell.strip() for cell in rows[0]]
+    for position, name in enumerate(header, start=1):
+        if undecodable_bytes(name):
+            out.flag("undecodable_header", f"{where} header (row 0) column {position}: {shown(name)!r} is not UTF-8 "
+                     f"(bytes {undecodable_bytes(name)!r}); the column cannot be matched to the registry",
+                     file=file, row_number=0, field_name=f"column {position}", value=shown(name))
     duplicates = sorted({name for name in header if header.count(name) > 1})
     if duplicates:
-        out.flag("duplicate_header", f"{out.source}/{file}: header repeats {duplicates}; columns are ambiguous, file skipped",
-                 file=file, field_name=", ".join(duplicates))
+        out.fail_file("duplicate_header", f"{where} header (row 0): repeats {duplicates}; columns are ambiguous, "
+                      "file not read", file=file, row_number=0, field_name=", ".join(duplicates))
+        return
+    data = [(index, cells) for index, cells in enumerate(rows[1:], start=1) if any(cell.strip() for cell in cells)]
+    if not data:
+        out.fail_file("empty_file", f"{where}: header only, no data rows", file=file)
         return
 
     def records():
-        for index, cells in enumerate(rows[1:], start=1):
-            if not any(cell.strip() for cell in cells):
-                continue
+        for index, cells in data:
             if len(cells) != len(header):
-                out.flag("malformed_row", f"{out.source}/{file} row {index}: {len(cells)} fields where the header has {len(header)} "
-                         "(truncated or unquoted delimiter); row skipped", file=file, row_number=index, value=",".join(cells))
+                out.flag("malformed_row", f"{where} row {index}: {len(cells)} fields where the header has {len(header)} "
+                         "(truncated or unquoted delimiter); row skipped", file=file, row_number=index,
+                         value=shown(",".join(cells)))
+                continue
+            bad = [(name, cell) for name, cell in zip(header, cells) if undecodable_bytes(cell)]
+            if bad:
+                name, cell = bad[0]
+                listed = ", ".join(f"0x{byte:02x}" for byte in undecodable_bytes(cell))
+                out.flag("undecodable_row", f"{where} row {index} field {name!r}: not UTF-8 (byte {listed} in "
+                         f"{shown(cell)[:60]!r}); row skipped", file=file, row_number=index, field_name=name,
+                         value=shown(cell))
                 continue
             yield index, dict(zip(header, cells))
 
-    if len(rows) == 1:
-        out.flag("empty_file", f"{out.source}/{file}: header only, no data rows", file=file)
     read_records(out, registry, file, header, records())
 
 
 def cross_check_metadata(out: ParseOutput, registry, content: bytes) -> None:
     """Compare the export's own benchmark_metadata.csv with the registry; audit every disagreement."""
-    rows = list(csv.DictReader(io.StringIO(content.decode("utf-8-sig"), newline="")))
+    # Only audits are derived from this file, so a stray byte is replaced rather than fatal.
+    rows = list(csv.DictReader(io.StringIO(content.decode("utf-8-sig", errors="replace"), newline="")))
     for index, row in enumerate(rows, start=1):
         file, column = (row.get("source_file") or "").strip(), (row.get("score_column") or "").strip()
         if not file:
@@ -102,5 +118,6 @@ def parse_epoch_export(content: bytes, registry, snapshot_sha256: str) -> ParseO
         if registry.file_entry(SOURCE, name) is None and name != METADATA_FILE:
             out.flag("unregistered_file", f"{SOURCE}/{name} is in the export but not in the registry; not read", file=name)
             continue
+        out.files_seen.add(name)
         parse_csv_member(out, registry, name, members[name])
     return out

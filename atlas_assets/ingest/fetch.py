@@ -27,7 +27,15 @@ USER_AGENT = "benchmark-atlas/0.1 (+https://github.com/benchmark-atlas)"
 
 
 class FetchError(RuntimeError):
-    """A source could not be retrieved; the message names the URL and why."""
+    """A source could not be retrieved; the message names the URL and why.
+
+    `attempt` is the failed attempt as recorded in the fetch log (set by SourceFetcher.fetch).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.attempt: FetchRecord | None = None
 
 
 class _TransientFetchError(FetchError):
@@ -99,10 +107,17 @@ class SourceFetcher(dg.ConfigurableResource):
     def fetch(self, url: str) -> FetchResult:
         store = self.store
         previous = store.last_good(url)
-        if self.mirror:
-            content, record = self._read_mirror(url)
-        else:
-            content, record = self._download(url, previous)
+        try:
+            if self.mirror:
+                content, record = self._read_mirror(url)
+            else:
+                content, record = self._download(url, previous)
+        except FetchError as error:
+            # A failed attempt is history too: without it the last success looks like the latest news.
+            error.attempt = FetchRecord(url=url, retrieved_at=_now(), sha256="", bytes=0,
+                                        origin="mirror" if self.mirror else "live", status=error.status, error=str(error))
+            store.record(error.attempt)
+            raise
         if record.not_modified and previous is not None:
             sha256, path = previous.sha256, store.path_for(previous.sha256)
             record = dataclasses.replace(record, sha256=sha256, bytes=previous.bytes)
@@ -149,7 +164,7 @@ class SourceFetcher(dg.ConfigurableResource):
         try:
             return retrying(self._attempt, url, headers)
         except _TransientFetchError as error:
-            raise FetchError(f"{error} (gave up after {self.max_attempts} attempts)") from error
+            raise FetchError(f"{error} (gave up after {self.max_attempts} attempts)", status=error.status) from error
 
     def _attempt(self, url: str, headers: dict[str, str]) -> tuple[bytes, FetchRecord]:
         timeout = httpx.Timeout(self.timeout_seconds)
@@ -176,9 +191,9 @@ class SourceFetcher(dg.ConfigurableResource):
         if response.status_code == 304:
             return b"", dataclasses.replace(record, not_modified=True)
         if response.status_code == 429 or response.status_code >= 500:
-            raise _TransientFetchError(f"{url}: HTTP {response.status_code}")
+            raise _TransientFetchError(f"{url}: HTTP {response.status_code}", status=response.status_code)
         if response.status_code >= 400:
-            raise FetchError(f"{url}: HTTP {response.status_code} {response.reason_phrase}")
+            raise FetchError(f"{url}: HTTP {response.status_code} {response.reason_phrase}", status=response.status_code)
         declared = response.headers.get("Content-Length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
             raise FetchError(f"{url}: Content-Length {declared} is over the {self.max_bytes}-byte cap")

@@ -15,6 +15,15 @@ RAW_SCORE_COLUMNS = [
 ]
 AUDIT_COLUMNS = ["source", "snapshot_sha256", "file", "row_number", "field", "reason", "detail", "value"]
 
+# Reasons for which a whole file could not be read. Such a file yields no rows from this snapshot;
+# the ingest asset keeps the file's last good rows instead (defs/ingest/assets.py), and the WARN
+# check `every_file_read` names it.
+FILE_ERROR_REASONS = ("empty_file", "duplicate_header", "missing_key_column", "missing_headline_column")
+# Reasons the ingest asset adds when it keeps a file's last good rows.
+KEPT_ROWS_REASONS = ("vanished_file", "emptied_file", "kept_last_good_rows")
+# Rows that could not be read at all (as opposed to one field left empty).
+UNREADABLE_ROW_REASONS = ("undecodable_row", "undecodable_header", "malformed_row")
+
 
 class ValueProblem(ValueError):
     """A field's value cannot be read; `reason` is the audit reason code."""
@@ -83,6 +92,16 @@ def parse_date(text: object) -> dt.date | None:
         raise ValueProblem("bad_date", f"{cleaned[:40]!r} is not an ISO date") from error
 
 
+def undecodable_bytes(text: str) -> bytes:
+    """The bytes of `text` that were not UTF-8 (decoded with errors='surrogateescape'), else b''."""
+    return bytes(ord(ch) - 0xDC00 for ch in text if 0xDC80 <= ord(ch) <= 0xDCFF)
+
+
+def shown(text: str) -> str:
+    """`text` for an audit message, its undecodable bytes written as \\xNN."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def blank_to_none(text: object) -> str | None:
     if text is None:
         return None
@@ -99,6 +118,15 @@ class ParseOutput:
     scores: list[dict] = field(default_factory=list)
     audit: list[dict] = field(default_factory=list)
     files_read: list[str] = field(default_factory=list)
+    files_seen: set[str] = field(default_factory=set)  # every registered file present in the snapshot
+    file_errors: dict[str, str] = field(default_factory=dict)  # file -> first FILE_ERROR_REASONS code
+
+    def fail_file(self, reason: str, detail: str, *, file: str, row_number: int | None = None,
+                  field_name: str | None = None, value: object = None) -> None:
+        """The whole file cannot be read: audit it and mark it, so its last good rows are kept."""
+        assert reason in FILE_ERROR_REASONS, reason
+        self.flag(reason, detail, file=file, row_number=row_number, field_name=field_name, value=value)
+        self.file_errors.setdefault(file, reason)
 
     def flag(self, reason: str, detail: str, *, file: str | None = None, row_number: int | None = None,
              field_name: str | None = None, value: object = None) -> None:

@@ -2,8 +2,9 @@
 
 A download is stored once under snapshots/sha256/<first two hex>/<hash>, written to a
 temporary file and renamed into place, then made read-only; storing the same bytes again
-is a no-op. `fetch_log.jsonl` is the append-only history of every retrieval (URL, time,
-hash, size, validators), from which the fetcher learns what it had last time.
+is a no-op. `fetch_log.jsonl` is the append-only history of every retrieval attempt (URL, time,
+hash, size, validators; the error of a failed one), from which the fetcher learns what it had
+last time.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class FetchRecord:
     etag: str | None = None
     last_modified: str | None = None
     not_modified: bool = False
+    error: str | None = None  # set on a failed attempt (sha256 '' then): nothing was stored
 
 
 class SnapshotStore:
@@ -90,8 +92,8 @@ class SnapshotStore:
         return records
 
     def last_good(self, url: str) -> FetchRecord | None:
-        """The newest retrieval of `url` whose snapshot is still stored."""
+        """The newest successful retrieval of `url` whose snapshot is still stored."""
         for entry in reversed(self.history(url)):
-            if self.path_for(entry.sha256).exists():
+            if entry.error is None and entry.sha256 and self.path_for(entry.sha256).exists():
                 return entry
         return None

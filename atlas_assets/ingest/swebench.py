@@ -20,6 +20,9 @@ from atlas_assets.registry.model_ids import swe_bench_model_id
 SOURCE = "swe_bench"
 URL = "https://raw.githubusercontent.com/SWE-bench/swe-bench.github.io/master/data/leaderboards.json"
 DOCUMENT = "leaderboards.json"
+# The fields that say which model a result is: the Model tags, and the name that carries the
+# reasoning label (model_ids.swe_bench_model_id). Without either, results would be re-keyed.
+KEY_FIELDS = ("name", "tags")
 
 
 class LeaderboardFormatError(ValueError):
@@ -66,6 +69,13 @@ def parse_leaderboards(content: bytes, registry, snapshot_sha256: str) -> ParseO
                      file=DOCUMENT, row_number=board_index)
             continue
         file = f"{DOCUMENT}:{name}"
+        if registry.file_entry(SOURCE, file) is not None:
+            out.files_seen.add(file)
+            if not results:
+                # A board that lists no results is an emptied file, not a good board with no rows.
+                out.fail_file("empty_file", f"{label}: board {name!r} (leaderboards[{board_index}]) has no results",
+                              file=file)
+                continue
         records, header = [], []
         for index, result in enumerate(results, start=1):
             if not isinstance(result, dict):
@@ -75,5 +85,5 @@ def parse_leaderboards(content: bytes, registry, snapshot_sha256: str) -> ParseO
                 if key not in header:
                     header.append(key)
             records.append((index, result))
-        read_records(out, registry, file, header, records, identify=identify, enrich=enrich)
+        read_records(out, registry, file, header, records, identify=identify, enrich=enrich, key_columns=KEY_FIELDS)
     return out

@@ -45,7 +45,10 @@ def read_records(
     *,
     identify: Identify | None = None,
     enrich: Enrich | None = None,
+    key_columns: Iterable[str] | None = None,
 ) -> None:
+    """Rows of one file into `out`. `key_columns` are the fields that say which model a row is
+    (default: the registry's model_id_column and model_name_column)."""
     source = out.source
     entry = registry.file_entry(source, file)
     if entry is None:
@@ -53,17 +56,31 @@ def read_records(
         return
     registered = registry.columns[(registry.columns["source"] == source) & (registry.columns["file"] == file)]
     known = set(registered["column"])
+    if key_columns is None:
+        key_columns = [entry.get("model_id_column"), entry.get("model_name_column")]
+    keys = [column for column in key_columns if column]
     for column in header:
         if column not in known:
             out.flag("unregistered_column", f"{source}/{file}: column {column!r} is not in the registry (neither used nor ignored)",
                      file=file, field_name=column)
     score_columns = registered[(registered["use"] == "score") & registered["column"].isin(header)]
+    unreadable = False
     for column in sorted(known - set(header)):
-        headline = bool(registered.loc[registered["column"] == column, "headline"].any())
-        reason = "missing_headline_column" if headline else "missing_column"
-        out.flag(reason, f"{source}/{file}: registered column {column!r} is absent (renamed or dropped upstream?)",
-                 file=file, field_name=column)
-    if score_columns.empty:
+        detail = f"{source}/{file}: registered column {column!r} is absent (renamed or dropped upstream?)"
+        if column in keys:
+            # Another column would re-key every row silently (display names as identifiers): the file is
+            # unreadable until the registry says how the publisher now names its models.
+            out.fail_file("missing_key_column", f"{detail}; it names the model of each row, so the file is not read",
+                          file=file, field_name=column)
+            unreadable = True
+        elif bool(registered.loc[registered["column"] == column, "headline"].any()):
+            # Without its headline the file would still land its secondary columns, silently losing the main score.
+            out.fail_file("missing_headline_column", f"{detail}; it is the file's headline score, so the file is not read",
+                          file=file, field_name=column)
+            unreadable = True
+        else:
+            out.flag("missing_column", detail, file=file, field_name=column)
+    if unreadable or score_columns.empty:
         return
     out.files_read.append(file)
 

@@ -130,7 +130,7 @@ def test_file_level_problems(registry):
     assert output.scores == []
     assert ("missing_headline_column", "toy_mc.csv", None, "Best score (across scorers)") in found
     assert ("unregistered_column", "toy_mc.csv", None, "Best score") in found
-    assert ("duplicate_header", "toy_agent_external.csv", None, "stderr") in found
+    assert ("duplicate_header", "toy_agent_external.csv", 0, "stderr") in found  # row 0: the header row
     assert ("unregistered_file", "surprise_external.csv", None, None) in found
 
     empty = parse_epoch_export(make_zip({"toy_mc.csv": ""}), registry, SHA)
@@ -167,3 +167,37 @@ def pd_isna(value) -> bool:
     import pandas as pd
 
     return bool(pd.isna(value))
+
+
+# --- issue 7 item 13: a file that loses its model-identifier column is an audited error, never re-keyed
+def test_missing_model_id_column_is_a_file_error_not_a_re_keying(registry):
+    rows = TOY_AGENT.replace("Model version,", "Version,").replace("gemini-3-pro-preview,", "x,")
+    output = parse_epoch_export(make_zip({"toy_agent_external.csv": rows, "toy_mc.csv": TOY_MC}), registry, SHA)
+    assert {s["file"] for s in output.scores} == {"toy_mc.csv"}  # no row keyed by the display name
+    assert output.file_errors == {"toy_agent_external.csv": "missing_key_column"}
+    assert ("missing_key_column", "toy_agent_external.csv", None, "Model version") in reasons(output)
+
+
+# --- issue 7 item 14: files that cannot be read are file errors; one bad byte costs one row
+def test_unreadable_files_are_file_errors_naming_file_row_and_field(registry):
+    members = {
+        "toy_mc.csv": TOY_MC.replace("stderr,Started at", "stderr,stderr"),
+        "toy_agent_external.csv": TOY_AGENT.splitlines()[0] + "\n",
+    }
+    output = parse_epoch_export(make_zip(members), registry, SHA)
+    assert output.file_errors == {"toy_mc.csv": "duplicate_header", "toy_agent_external.csv": "empty_file"}
+    found = reasons(output)
+    assert ("duplicate_header", "toy_mc.csv", 0, "stderr") in found  # row 0 is the header row
+    assert ("empty_file", "toy_agent_external.csv", None, None) in found
+    empty = parse_epoch_export(make_zip({"toy_mc.csv": ""}), registry, SHA)
+    assert empty.file_errors == {"toy_mc.csv": "empty_file"}
+
+
+def test_a_single_bad_byte_costs_its_row_not_the_file(registry):
+    content = TOY_MC.encode().replace(b"Anthropic", b"Anthr\xffopic")  # row 2, field Organization
+    output = parse_epoch_export(make_zip({"toy_mc.csv": content}), registry, SHA)
+    assert [s["model_id"] for s in output.scores] == ["gpt-5.2-2025-12-11_xhigh"]
+    assert output.file_errors == {}
+    assert reasons(output) == [("undecodable_row", "toy_mc.csv", 2, "Organization")]
+    detail = output.audit[0]["detail"]
+    assert "epoch_hub/toy_mc.csv row 2" in detail and "'Organization'" in detail and "0xff" in detail

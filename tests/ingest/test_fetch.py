@@ -136,3 +136,29 @@ def test_mirror_maps_host_and_path(tmp_path):
         fetcher.fetch("https://example.org/data/other.zip")
     with pytest.raises(FetchError, match="outside the mirror"):
         mirror_path(mirror, "https://example.org/../../etc/passwd")
+
+
+# --- issue 7 item 11: every attempt is recorded, failed ones too
+def test_failed_attempts_are_recorded_and_never_taken_for_a_good_snapshot(httpserver, tmp_path):
+    httpserver.expect_ordered_request("/gone").respond_with_data(BODY)
+    httpserver.expect_ordered_request("/gone").respond_with_data("nope", status=404)
+    fetcher = make_fetcher(tmp_path)
+    url = httpserver.url_for("/gone")
+    good = fetcher.fetch(url)
+    with pytest.raises(FetchError, match="HTTP 404") as raised:
+        fetcher.fetch(url)
+    store = SnapshotStore(tmp_path / "snapshots")
+    history = store.history(url)
+    assert [(h.sha256, h.status, h.error is None) for h in history] == [(good.sha256, 200, True), ("", 404, False)]
+    assert "HTTP 404" in history[-1].error
+    assert raised.value.attempt == history[-1]
+    assert store.last_good(url).sha256 == good.sha256
+
+
+def test_mirror_without_the_file_is_a_recorded_attempt(tmp_path):
+    fetcher = make_fetcher(tmp_path, mirror=str(tmp_path / "mirror"))
+    with pytest.raises(FetchError, match="offline mirror has no file") as raised:
+        fetcher.fetch("https://example.org/data/file.zip")
+    attempt = raised.value.attempt
+    assert attempt.origin == "mirror" and attempt.sha256 == "" and "offline mirror has no file" in attempt.error
+    assert SnapshotStore(tmp_path / "snapshots").history("https://example.org/data/file.zip") == [attempt]

@@ -73,3 +73,19 @@ def test_attempts_tags():
     assert attempts_protocol(["System: Attempts - 2"]) == "best_of_n"
     assert attempts_protocol(["System: Attempts - 2+"]) == "best_of_n"
     assert attempts_protocol(["Org: X"]) is None
+
+
+# --- issue 7 items 10, 14: a board without results is an emptied file, not a good board with 0 rows
+def test_board_without_results_is_a_file_error(registry):
+    content = json.dumps({"leaderboards": [{"name": "Toy", "results": []}]}).encode()
+    output = parse_leaderboards(content, registry, SHA)
+    assert output.scores == [] and output.file_errors == {"leaderboards.json:Toy": "empty_file"}
+    assert [(a["reason"], a["file"]) for a in output.audit] == [("empty_file", "leaderboards.json:Toy")]
+
+
+# --- issue 7 item 13: results that lose the fields naming the model are not re-keyed by another field
+def test_board_without_model_tags_is_a_file_error(registry):
+    bare = {"name": "mini-SWE-agent + X", "resolved": "50", "date": "2025-11-20", "cost": None}
+    output = parse_leaderboards(document(bare), registry, SHA)
+    assert output.scores == [] and output.file_errors == {"leaderboards.json:Toy": "missing_key_column"}
+    assert ("missing_key_column", None, "tags") in [(a["reason"], a["row_number"], a["field"]) for a in output.audit]
