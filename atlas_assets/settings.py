@@ -18,6 +18,13 @@ STAN_DIR = PROJECT_ROOT / "stan"
 CONFIG_DIR = PACKAGE_ROOT / "config"
 
 
+def model_config_path() -> Path:
+    """The capability model's configuration: ATLAS_MODEL_CONFIG names another file (a test or a study
+    of an alternative specification); it is part of the specification fingerprint either way."""
+    value = os.environ.get("ATLAS_MODEL_CONFIG", "").strip()
+    return Path(value).resolve() if value else CONFIG_DIR / "model.yaml"
+
+
 def atlas_home() -> Path:
     return Path(os.environ.get("ATLAS_HOME", PROJECT_ROOT / "var")).resolve()
 

@@ -1,29 +1,105 @@
 """Fingerprints: what a published number depends on.
 
-The specification fingerprint hashes every file that defines how data become estimates
-(SQL stages, the Stan program, the package's YAML configuration); the data hash is the
-sha256 of the modeled observations in a canonical order. A fit is named by both, so an
-unchanged input and specification reuses the fit, and publishing can refuse a mismatch.
+The specification fingerprint covers everything that shapes a published number, in
+named parts: the SQL stages, the Stan programs, the package's configuration (with
+the model configuration actually in use), the package's Python code by subpackage
+(ingest, registry, cleaning, model and any later stage; the code that only checks or
+wires assets is left out: it gates numbers, it does not shape them), and the versions
+of the installed libraries that compute them. The data hash is the sha256 of the
+modeled observations in a canonical order. A fit is named by both, so an unchanged
+input and specification reuses the fit, any change refits, and `changed_files`
+says which parts and files moved since an earlier manifest.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+from importlib import metadata
+from pathlib import Path
 
 import pandas as pd
 
-from atlas_assets.settings import CONFIG_DIR, SQL_DIR, STAN_DIR
+from atlas_assets import settings
+
+# Libraries whose version can move a number: the engines, the numerics, the tables.
+NUMERIC_DISTRIBUTIONS = (
+    "numpy", "scipy", "pandas", "duckdb", "pystan", "httpstan", "cmdstanpy", "arviz", "xarray", "pyyaml",
+)
+# Package code that checks or wires but computes nothing published.
+NOT_SPECIFICATION = ("defs/*/checks.py", "quality/*", "definitions.py", "resources.py")
 
 
-def specification_files() -> list:
-    return sorted([*SQL_DIR.glob("*.sql"), *STAN_DIR.glob("*.stan"), *CONFIG_DIR.glob("*.yaml")])
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _code_files(package_root: Path) -> dict[str, list[Path]]:
+    """Package Python files grouped into `<subpackage>_code` parts (top-level modules: `package_code`)."""
+    parts: dict[str, list[Path]] = {}
+    for path in sorted(package_root.rglob("*.py")):
+        relative = path.relative_to(package_root)
+        if "__pycache__" in relative.parts or any(relative.match(pattern) for pattern in NOT_SPECIFICATION):
+            continue
+        part = f"{relative.parts[0]}_code" if len(relative.parts) > 1 else "package_code"
+        parts.setdefault(part, []).append(path)
+    return parts
+
+
+def specification_manifest(
+    project_root: Path | None = None, package_root: Path | None = None, model_config: Path | None = None,
+) -> dict[str, dict[str, str]]:
+    """part -> {file (relative to the project) or distribution -> sha256 or version}."""
+    project_root = Path(project_root or settings.PROJECT_ROOT)
+    package_root = Path(package_root or settings.PACKAGE_ROOT)
+    model_config = Path(model_config or settings.model_config_path())
+    config_files = [p for p in sorted((package_root / "config").glob("*.yaml")) if p.name != "model.yaml"]
+    files: dict[str, list[Path]] = {
+        "sql": sorted((project_root / "sql").glob("*.sql")),
+        "stan": sorted((project_root / "stan").glob("*.stan")),
+        "config": [*config_files, model_config],
+        **_code_files(package_root),
+    }
+
+    def label(path: Path) -> str:
+        if path == model_config:
+            return "model_config"  # whichever file is in use, under one name
+        try:
+            return str(path.relative_to(project_root))
+        except ValueError:
+            return str(path)
+
+    manifest = {part: {label(p): _sha(p.read_bytes()) for p in paths} for part, paths in files.items()}
+    manifest["dependencies"] = {name: _version(name) for name in NUMERIC_DISTRIBUTIONS}
+    return manifest
+
+
+def _version(distribution: str) -> str:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def manifest_fingerprint(manifest: dict[str, dict[str, str]]) -> str:
+    return _sha(json.dumps(manifest, sort_keys=True).encode())
 
 
 def specification_fingerprint() -> str:
-    digest = hashlib.sha256()
-    for path in specification_files():
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
+    return manifest_fingerprint(specification_manifest())
+
+
+def changed_files(old: dict[str, dict[str, str]] | None, new: dict[str, dict[str, str]]) -> dict[str, list[str]]:
+    """part -> files (or distributions) added, removed or changed from `old` to `new`; {} when identical."""
+    if old is None:
+        return {"(no earlier manifest)": []}
+    out: dict[str, list[str]] = {}
+    for part in sorted(set(old) | set(new)):
+        before, after = old.get(part, {}), new.get(part, {})
+        moved = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+        if moved:
+            out[part] = moved
+    return out
 
 
 def frame_hash(frame: pd.DataFrame, order_by: list[str]) -> str:

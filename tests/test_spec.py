@@ -1,0 +1,57 @@
+"""The specification fingerprint covers everything that shapes a published number, and says what moved."""
+
+import shutil
+from pathlib import Path
+
+from atlas_assets import settings
+from atlas_assets.spec import changed_files, manifest_fingerprint, specification_manifest
+
+
+def copy_project(tmp_path: Path) -> tuple[Path, Path]:
+    root = tmp_path / "project"
+    for folder in ("sql", "stan"):
+        shutil.copytree(settings.PROJECT_ROOT / folder, root / folder)
+    shutil.copytree(settings.PACKAGE_ROOT, root / "atlas_assets", ignore=shutil.ignore_patterns("__pycache__"))
+    return root, root / "atlas_assets"
+
+
+def manifest_of(root: Path, package: Path) -> dict:
+    return specification_manifest(root, package, package / "config" / "model.yaml")
+
+
+def test_the_modelling_and_cleaning_code_is_part_of_the_specification():
+    manifest = specification_manifest()
+    model_code = manifest["model_code"]
+    for module in ("stan_data.py", "scores.py", "diagnostics.py", "fit_process.py", "engines.py"):
+        assert f"atlas_assets/model/{module}" in model_code, sorted(model_code)
+    assert "atlas_assets/clean/chain.py" in manifest["clean_code"]
+    assert "atlas_assets/registry/model_ids.py" in manifest["registry_code"]
+    assert {"numpy", "pystan", "cmdstanpy", "arviz"} <= set(manifest["dependencies"])
+    assert "model_config" in manifest["config"] and "stan/atlas.stan" in manifest["stan"]
+
+
+def test_a_change_to_python_code_changes_the_fingerprint_and_is_named(tmp_path):
+    root, package = copy_project(tmp_path)
+    before = manifest_of(root, package)
+    scores = package / "model" / "scores.py"
+    scores.write_text(scores.read_text() + "\n# a headline rule changed\n")
+    after = manifest_of(root, package)
+    assert manifest_fingerprint(after) != manifest_fingerprint(before)
+    assert changed_files(before, after) == {"model_code": ["atlas_assets/model/scores.py"]}
+
+
+def test_checks_and_wiring_do_not_force_a_refit(tmp_path):
+    root, package = copy_project(tmp_path)
+    before = manifest_of(root, package)
+    checks = package / "defs" / "model" / "checks.py"
+    checks.write_text(checks.read_text() + "\n# a clearer check description\n")
+    assert manifest_fingerprint(manifest_of(root, package)) == manifest_fingerprint(before)
+
+
+def test_the_model_config_in_use_is_fingerprinted_under_one_name(tmp_path, monkeypatch):
+    alternative = tmp_path / "alternative.yaml"
+    alternative.write_text((settings.CONFIG_DIR / "model.yaml").read_text() + "\n# another sampler setting\n")
+    packaged = specification_manifest()
+    monkeypatch.setenv("ATLAS_MODEL_CONFIG", str(alternative))
+    in_use = specification_manifest()
+    assert changed_files(packaged, in_use) == {"config": ["model_config"]}
