@@ -121,19 +121,26 @@ CREATE TABLE IF NOT EXISTS audit_registry (
     detail  VARCHAR
 );
 
--- Every retrieval of every source and what came of it; the fallback when a new download is unusable
--- is the newest snapshot that parsed.
+-- Every retrieval attempt of every source and what came of it, failed ones included (a failed
+-- download has no sha256). The fallback when a new download is unusable is the newest snapshot
+-- that parsed; a snapshot that parses but loses most rows is kept on disk and rejected here.
 CREATE TABLE IF NOT EXISTS source_snapshots (
     source        VARCHAR NOT NULL,
     url           VARCHAR NOT NULL,
-    sha256        VARCHAR NOT NULL,
-    retrieved_at  VARCHAR NOT NULL,
+    sha256        VARCHAR,                  -- NULL when nothing was downloaded
+    retrieved_at  VARCHAR NOT NULL,         -- time of the attempt
     origin        VARCHAR NOT NULL,         -- 'live' | 'mirror'
-    bytes         BIGINT NOT NULL,
-    changed       BOOLEAN NOT NULL,         -- content differs from the previous retrieval
-    parsed_ok     BOOLEAN NOT NULL,
-    score_rows    INTEGER,
+    bytes         BIGINT,
+    changed       BOOLEAN,                  -- content differs from the previous retrieval
+    parsed_ok     BOOLEAN NOT NULL,         -- usable: parsed, and not rejected for lost rows
+    score_rows    INTEGER,                  -- rows this snapshot itself yields (without rows kept from earlier ones)
     audit_rows    INTEGER,
     error         VARCHAR,
-    run_id        VARCHAR
+    run_id        VARCHAR,
+    status        VARCHAR                   -- 'parsed' | 'parsed_with_file_errors' | 'rejected_shrunk' | 'parse_failed' | 'fetch_failed'
 );
+-- Databases created before failed attempts were recorded.
+ALTER TABLE source_snapshots ADD COLUMN IF NOT EXISTS status VARCHAR;
+ALTER TABLE source_snapshots ALTER COLUMN sha256 DROP NOT NULL;
+ALTER TABLE source_snapshots ALTER COLUMN bytes DROP NOT NULL;
+ALTER TABLE source_snapshots ALTER COLUMN changed DROP NOT NULL;

@@ -81,8 +81,11 @@ def mirror_path(mirror_root: Path, url: str) -> Path:
     return candidate
 
 
-def _now() -> str:
+def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+_now = utc_now
 
 
 class SourceFetcher(dg.ConfigurableResource):

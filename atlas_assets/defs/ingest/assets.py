@@ -1,9 +1,16 @@
 """Ingest: one asset per source (download → immutable snapshot → parsed rows), then raw_scores.
 
-A source whose new download cannot be had or cannot be parsed falls back to its newest
-snapshot that parsed, so one bad source never stops the others; the asset records the
-error and its freshness check fails (WARN). Only a source with no usable snapshot at all
-fails its asset.
+Nothing lost, nothing invented:
+- Every retrieval attempt is recorded in `source_snapshots`, failed ones too, so the
+  freshness check reads the latest attempt, not the latest success.
+- A new download that cannot be had, cannot be parsed, yields no rows, or yields more than
+  `max_row_loss_share` fewer rows than the last good snapshot is not a good snapshot: it
+  stays on disk, is audited, and the source falls back to its last good snapshot (WARN).
+- A file of a usable snapshot that vanished, emptied or cannot be read as a whole keeps its
+  last good rows (from the staging table, with their own snapshot hash); a bad row costs
+  only that row.
+- A source asset never fails for bad input: with no usable snapshot at all it stages
+  nothing and its WARN checks say so, so the other sources still land in raw_scores.
 """
 
 
@@ -12,17 +19,22 @@ from typing import Callable
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
+from pydantic import Field
 
 from atlas_assets.ingest import epoch, swebench
 from atlas_assets.ingest.archive import ArchiveError
-from atlas_assets.ingest.fetch import FetchError, FetchResult, SourceFetcher
-from atlas_assets.ingest.records import ParseOutput
+from atlas_assets.ingest.fetch import FetchError, SourceFetcher, utc_now
+from atlas_assets.ingest.records import FILE_ERROR_REASONS, KEPT_ROWS_REASONS, ParseOutput
 from atlas_assets.ingest.snapshots import SnapshotStore
 from atlas_assets.ingest.swebench import LeaderboardFormatError
 from atlas_assets.registry.benchmarks import load_benchmark_registry
 from atlas_assets.storage import count_by, ensure_source_tables, replace_rows
 
 SOURCE_ERRORS = (FetchError, ArchiveError, LeaderboardFormatError)
+# source_snapshots.status values whose snapshot may be used (parsed_ok).
+USABLE_STATUSES = ("parsed", "parsed_with_file_errors")
+# Source-level audit reasons (one per unusable attempt), in the source's audit table.
+SNAPSHOT_REASONS = ("rejected_snapshot", "unparsable_snapshot", "fetch_failed")
 
 
 @dataclass(frozen=True)
@@ -51,20 +63,127 @@ SOURCES = [
 ]
 
 
-def _record_snapshot(conn, spec: SourceSpec, fetched: FetchResult, run_id: str, parsed: ParseOutput | None, error: str | None) -> None:
-    conn.execute(
-        "INSERT INTO source_snapshots VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [spec.name, fetched.url, fetched.sha256, fetched.retrieved_at, fetched.origin, fetched.bytes, fetched.changed,
-         parsed is not None, len(parsed.scores) if parsed else None, len(parsed.audit) if parsed else None, error, run_id],
+class IngestConfig(dg.Config):
+    """Run configuration of a source asset (launchpad: ops.<source>_scores.config)."""
+
+    max_row_loss_share: float = Field(
+        default=0.5, ge=0.0, lt=1.0,
+        description="A new snapshot that yields more than this share fewer score rows than the last good "
+        "snapshot is rejected (kept on disk, audited) and the last good one stays in use.",
     )
 
 
-def _last_parsed(conn, spec: SourceSpec) -> tuple[str, str] | None:
+@dataclass(frozen=True)
+class LastGood:
+    sha256: str
+    retrieved_at: str
+    score_rows: int
+
+
+def _record_attempt(conn, spec: SourceSpec, run_id: str, *, url: str, retrieved_at: str, origin: str, status: str,
+                    sha256: str | None = None, bytes_: int | None = None, changed: bool | None = None,
+                    parsed: ParseOutput | None = None, error: str | None = None) -> None:
+    conn.execute(
+        """INSERT INTO source_snapshots (source, url, sha256, retrieved_at, origin, bytes, changed, parsed_ok,
+                                         score_rows, audit_rows, error, run_id, status)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+        [spec.name, url, sha256, retrieved_at, origin, bytes_, changed, status in USABLE_STATUSES,
+         len(parsed.scores) if parsed else None, len(parsed.audit) if parsed else None, error, run_id, status],
+    )
+
+
+def _last_good(conn, spec: SourceSpec) -> LastGood | None:
+    # score_rows > 0: a snapshot that yielded nothing is never a fallback (older databases accepted such).
     row = conn.execute(
-        "SELECT sha256, retrieved_at FROM source_snapshots WHERE source = ? AND parsed_ok ORDER BY retrieved_at DESC, rowid DESC LIMIT 1",
+        """SELECT sha256, retrieved_at, score_rows FROM source_snapshots
+           WHERE source = ? AND parsed_ok AND sha256 IS NOT NULL AND coalesce(score_rows, 0) > 0
+           ORDER BY retrieved_at DESC, rowid DESC LIMIT 1""",
         [spec.name],
     ).fetchone()
-    return (row[0], row[1]) if row else None
+    return LastGood(row[0], row[1], int(row[2])) if row else None
+
+
+def _ensure_staging(conn, spec: SourceSpec) -> None:
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {spec.staging_table} AS SELECT * FROM raw_scores LIMIT 0")
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {spec.audit_table} AS SELECT * FROM audit_ingest LIMIT 0")
+
+
+def _rows_per_file(conn, spec: SourceSpec) -> dict[str, int]:
+    return dict(conn.execute(f"SELECT file, count(*) FROM {spec.staging_table} GROUP BY 1").fetchall())
+
+
+def _shortfall(spec: SourceSpec, parsed: ParseOutput, last: LastGood | None, share: float,
+               staged_per_file: dict[str, int]) -> str | None:
+    """Why a parsed snapshot is not a good one (it yields nothing, or far fewer rows), else None."""
+    fresh = len(parsed.scores)
+    if fresh > 0 and (last is None or fresh >= (1.0 - share) * last.score_rows):
+        return None
+    head = f"{spec.name}: snapshot {parsed.snapshot_sha256[:12]} yields {fresh} score rows"
+    if last is None:
+        return f"{head}; a snapshot without rows is not a good snapshot"
+    fresh_per_file: dict[str, int] = {}
+    for row in parsed.scores:
+        fresh_per_file[row["file"]] = fresh_per_file.get(row["file"], 0) + 1
+    losses = sorted(((n - fresh_per_file.get(f, 0), f, n) for f, n in staged_per_file.items() if fresh_per_file.get(f, 0) < n),
+                    reverse=True)
+    files = "; ".join(f"{f}: {n} -> {fresh_per_file.get(f, 0)}" for _, f, n in losses[:5])
+    return (f"{head} against {last.score_rows} in the last good snapshot {last.sha256[:12]} of {last.retrieved_at} "
+            f"({1 - fresh / last.score_rows:.0%} fewer, more than the {share:.0%} allowed); rejected, the last good "
+            f"snapshot stays in use" + (f". Largest losses: {files}" if files else ""))
+
+
+def _keep_last_good_files(conn, spec: SourceSpec, parsed: ParseOutput) -> list[str]:
+    """Files the snapshot could not deliver keep their rows: copied into temp tables kept_scores / kept_audit.
+
+    A file that vanished, emptied, or could not be read as a whole (parsed.file_errors) keeps the
+    rows it had in the staging table: each keeps the sha256 of the snapshot it came from, so
+    provenance stays exact. Their row-level audit rows travel with them; file-level ones are this
+    run's own.
+    """
+    fresh_files = {row["file"] for row in parsed.scores}
+    kept = []
+    for file, n in sorted(_rows_per_file(conn, spec).items()):
+        if file in fresh_files and file not in parsed.file_errors:
+            continue
+        if file in parsed.file_errors:
+            why = parsed.file_errors[file]
+        elif file in parsed.files_seen:
+            why = "emptied"
+            parsed.flag("emptied_file", f"{spec.name}/{file}: no readable row in this snapshot (it had {n})", file=file)
+        else:
+            why = "vanished"
+            parsed.flag("vanished_file", f"{spec.name}/{file}: not in this snapshot any more (it had {n} rows)", file=file)
+        shas = [r[0] for r in conn.execute(f"SELECT DISTINCT snapshot_sha256 FROM {spec.staging_table} WHERE file = ? ORDER BY 1",
+                                           [file]).fetchall()]
+        parsed.flag("kept_last_good_rows", f"{spec.name}/{file}: {why}; kept its {n} last good rows from snapshot "
+                    f"{', '.join(sha[:12] for sha in shas)}", file=file, value=n)
+        kept.append(file)
+    files = ", ".join("?" * len(kept)) or "NULL"
+    skip = list(FILE_ERROR_REASONS + KEPT_ROWS_REASONS + SNAPSHOT_REASONS)
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE kept_scores AS SELECT * FROM {spec.staging_table} WHERE file IN ({files})", kept)
+    conn.execute(
+        f"CREATE OR REPLACE TEMP TABLE kept_audit AS SELECT * FROM {spec.audit_table} "
+        f"WHERE file IN ({files}) AND reason NOT IN ({', '.join('?' * len(skip))})", kept + skip,
+    )
+    return kept
+
+
+def _stage(conn, spec: SourceSpec, parsed: ParseOutput) -> None:
+    """Staging tables := this parse's rows plus the kept ones, in one transaction."""
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        for table, like, frame, kept in ((spec.staging_table, "raw_scores", parsed.score_frame(), "kept_scores"),
+                                         (spec.audit_table, "audit_ingest", parsed.audit_frame(), "kept_audit")):
+            conn.register("incoming_frame", frame)
+            conn.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM {like} LIMIT 0")
+            columns = ", ".join(f'"{c}"' for c in frame.columns)
+            conn.execute(f"INSERT INTO {table} BY NAME SELECT {columns} FROM incoming_frame")
+            conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {kept}")
+            conn.unregister("incoming_frame")
+        conn.execute("COMMIT")
+    except Exception:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def build_source_asset(spec: SourceSpec) -> dg.AssetsDefinition:
@@ -76,42 +195,79 @@ def build_source_asset(spec: SourceSpec) -> dg.AssetsDefinition:
         description=f"Scores scraped from {spec.url} ({spec.source_class_note}); staged as `{spec.staging_table}`.",
         metadata={"source_url": spec.url},
     )
-    def source_scores(context: dg.AssetExecutionContext, fetcher: SourceFetcher, duckdb: DuckDBResource) -> dg.MaterializeResult:
+    def source_scores(context: dg.AssetExecutionContext, config: IngestConfig, fetcher: SourceFetcher,
+                      duckdb: DuckDBResource) -> dg.MaterializeResult:
         registry = load_benchmark_registry()
         store: SnapshotStore = fetcher.store
-        fetched, parsed, problem = None, None, None
+        fetched, parsed, problem, status, attempt = None, None, None, "parsed", None
         try:
             fetched = fetcher.fetch(spec.url)
             context.log.info(f"{spec.name}: {fetched.bytes} bytes from {fetched.origin}, sha256 {fetched.sha256}, changed={fetched.changed}")
-            parsed = spec.parse(store.read(fetched.sha256), registry, fetched.sha256)
-        except SOURCE_ERRORS as error:
-            problem = str(error)
-            context.log.error(f"{spec.name}: {problem}")
+        except FetchError as error:
+            problem, status, attempt = str(error), "fetch_failed", error.attempt
+        if fetched is not None:
+            try:
+                parsed = spec.parse(store.read(fetched.sha256), registry, fetched.sha256)
+            except Exception as error:  # noqa: BLE001 - any parse failure of one source must not stop the others
+                problem = str(error) if isinstance(error, SOURCE_ERRORS) else f"{type(error).__name__}: {error}"
+                status = "parse_failed"
+                context.log.exception(f"{spec.name}: snapshot {fetched.sha256} cannot be parsed")
 
         with duckdb.get_connection() as conn:
             ensure_source_tables(conn)
+            _ensure_staging(conn, spec)
+            last = _last_good(conn, spec)
+            rejected = None
+            if parsed is not None:
+                problem = _shortfall(spec, parsed, last, config.max_row_loss_share, _rows_per_file(conn, spec))
+                if problem is not None:
+                    status, rejected, parsed = "rejected_shrunk", parsed, None
+                elif parsed.file_errors:
+                    status = "parsed_with_file_errors"
             if fetched is not None:
-                _record_snapshot(conn, spec, fetched, context.run_id, parsed, problem)
+                _record_attempt(conn, spec, context.run_id, url=fetched.url, retrieved_at=fetched.retrieved_at,
+                                origin=fetched.origin, status=status, sha256=fetched.sha256, bytes_=fetched.bytes,
+                                changed=fetched.changed, parsed=parsed or rejected, error=problem)
+            else:
+                _record_attempt(conn, spec, context.run_id, url=spec.url, status=status, error=problem,
+                                retrieved_at=attempt.retrieved_at if attempt else utc_now(),
+                                origin=attempt.origin if attempt else ("mirror" if fetcher.mirror else "live"))
+            if problem is not None:
+                context.log.warning(problem)
+
             fallback_sha = None
-            if parsed is None:
-                previous = _last_parsed(conn, spec)
-                if previous is None:
-                    raise dg.Failure(
-                        description=f"{spec.name}: no usable data: {problem}; no earlier snapshot parsed either",
-                        metadata={"error": problem},
-                    )
-                fallback_sha = previous[0]
-                context.log.warning(f"{spec.name}: falling back to snapshot {fallback_sha} retrieved {previous[1]}")
+            if parsed is None and last is not None:
+                fallback_sha = last.sha256
+                context.log.warning(f"{spec.name}: falling back to snapshot {fallback_sha} retrieved {last.retrieved_at}")
                 parsed = spec.parse(store.read(fallback_sha), registry, fallback_sha)
-            replace_rows(conn, spec.staging_table, parsed.score_frame(), like="raw_scores")
-            replace_rows(conn, spec.audit_table, parsed.audit_frame(), like="audit_ingest")
+            if parsed is None:
+                # No usable snapshot at all: stage what is there (nothing, on a first run) and say so; the
+                # other sources still land in raw_scores. The WARN checks name the problem.
+                parsed = ParseOutput(source=spec.name, snapshot_sha256=None)
+                context.log.error(f"{spec.name}: no usable data: {problem}; no earlier snapshot parsed either")
+            if problem is not None:
+                reason = {"rejected_shrunk": "rejected_snapshot", "parse_failed": "unparsable_snapshot",
+                          "fetch_failed": "fetch_failed"}[status]
+                sha = rejected.snapshot_sha256 if rejected else (fetched.sha256 if fetched else None)
+                parsed.audit.append({"source": spec.name, "snapshot_sha256": sha, "file": None, "row_number": None,
+                                     "field": None, "reason": reason, "value": None,
+                                     "detail": f"{problem}; using " + (f"snapshot {fallback_sha}" if fallback_sha else "no snapshot")})
+            kept_files = _keep_last_good_files(conn, spec, parsed)
+            _stage(conn, spec, parsed)
             benchmarks = count_by(conn, spec.staging_table, "benchmark")
             reasons = count_by(conn, spec.audit_table, "reason")
+            staged = conn.execute(f"SELECT count(*) FROM {spec.staging_table}").fetchone()[0]
+            audit_rows = conn.execute(f"SELECT count(*) FROM {spec.audit_table}").fetchone()[0]
 
         metadata: dict[str, object] = {
-            "snapshot_sha256": parsed.snapshot_sha256,
-            "score_rows": len(parsed.scores),
-            "audit_rows": len(parsed.audit),
+            "snapshot_sha256": parsed.snapshot_sha256 or "none",
+            "status": status,
+            "score_rows": staged,
+            "score_rows_from_snapshot": len(parsed.scores),
+            "score_rows_kept_from_earlier": staged - len(parsed.scores),
+            "files_kept_from_earlier": dg.MetadataValue.json(kept_files),
+            "file_errors": dg.MetadataValue.json(parsed.file_errors),
+            "audit_rows": audit_rows,
             "files_read": len(parsed.files_read),
             "benchmarks": len(benchmarks),
             "rows_per_benchmark": dg.MetadataValue.json(benchmarks),
@@ -140,6 +296,8 @@ source_assets = [build_source_asset(spec) for spec in SOURCES]
 def raw_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
     with duckdb.get_connection() as conn:
         ensure_source_tables(conn)
+        for spec in SOURCES:
+            _ensure_staging(conn, spec)  # a source that never ran contributes nothing, not an error
         conn.execute("BEGIN TRANSACTION")
         conn.execute("DELETE FROM raw_scores")
         conn.execute("DELETE FROM audit_ingest")

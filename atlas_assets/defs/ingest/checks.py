@@ -6,6 +6,7 @@ from dagster_duckdb import DuckDBResource
 
 from atlas_assets.defs.ingest.assets import SOURCES, SourceSpec
 from atlas_assets.ingest.fetch import SourceFetcher
+from atlas_assets.ingest.records import FILE_ERROR_REASONS, KEPT_ROWS_REASONS, UNREADABLE_ROW_REASONS
 from atlas_assets.quality.expectations import Expectation, validate_frame
 
 SOURCE_CLASSES = ["model_release", "evaluator_release", "benchmark_release"]
@@ -18,26 +19,37 @@ def _listing(rows: list[tuple], limit: int = 20) -> str:
 
 def build_source_checks(spec: SourceSpec) -> list[dg.AssetChecksDefinition]:
     @dg.asset_check(asset=spec.asset_name, name="fresh_download_parsed", description=
-                    "The newest retrieval of the source was downloaded and parsed (WARN: a fallback to an older snapshot keeps the pipeline going).")
+                    "The latest retrieval attempt of the source was downloaded, parsed and accepted (WARN: a failed "
+                    "download, a parse failure or a snapshot that lost most rows falls back to the last good snapshot).")
     def fresh_download_parsed(duckdb: DuckDBResource) -> dg.AssetCheckResult:
         with duckdb.get_connection() as conn:
+            # Every attempt is a row, failed ones included, so the latest row is the latest news.
             row = conn.execute(
-                "SELECT sha256, retrieved_at, parsed_ok, error FROM source_snapshots WHERE source = ? ORDER BY retrieved_at DESC, rowid DESC LIMIT 1",
+                """SELECT sha256, retrieved_at, parsed_ok, error, status, score_rows FROM source_snapshots
+                   WHERE source = ? ORDER BY retrieved_at DESC, rowid DESC LIMIT 1""",
                 [spec.name],
             ).fetchone()
         if row is None:
             return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.WARN, metadata={"error": "no retrieval recorded"})
         return dg.AssetCheckResult(
             passed=bool(row[2]), severity=dg.AssetCheckSeverity.WARN,
-            metadata={"sha256": row[0], "retrieved_at": row[1], "error": row[3] or "none"},
+            metadata={"sha256": row[0] or "none", "retrieved_at": row[1], "status": row[4] or "unknown",
+                      "score_rows": row[5] if row[5] is not None else -1, "error": row[3] or "none"},
         )
 
     @dg.asset_check(asset=spec.asset_name, name="snapshot_recorded", blocking=True, description=
-                    "Every staged row carries the sha256 of a snapshot that is stored, unaltered, in the snapshot store.")
+                    "Every staged row carries the sha256 of a snapshot that is stored, unaltered, in the snapshot store "
+                    "(ERROR). No staged rows at all (no usable snapshot yet) is a WARN, so the other sources still land.")
     def snapshot_recorded(duckdb: DuckDBResource, fetcher: SourceFetcher) -> dg.AssetCheckResult:
         with duckdb.get_connection() as conn:
             hashes = [r[0] for r in conn.execute(f"SELECT DISTINCT snapshot_sha256 FROM {spec.staging_table}").fetchall()]
             rows = conn.execute(f"SELECT count(*) FROM {spec.staging_table}").fetchone()[0]
+        if rows == 0:
+            return dg.AssetCheckResult(
+                passed=False, severity=dg.AssetCheckSeverity.WARN,
+                metadata={"rows": 0, "snapshots": "none",
+                          "problems": f"no rows staged for {spec.name}: no usable snapshot yet (see fresh_download_parsed)"},
+            )
         store = fetcher.store
         problems = []
         for digest in hashes:
@@ -49,11 +61,29 @@ def build_source_checks(spec: SourceSpec) -> list[dg.AssetChecksDefinition]:
             except Exception as error:  # noqa: BLE001 - reported as the check's finding
                 problems.append(str(error))
         return dg.AssetCheckResult(
-            passed=bool(hashes) and not problems,
+            passed=not problems,
             metadata={"rows": rows, "snapshots": ", ".join(h or "NULL" for h in hashes), "problems": "; ".join(problems) or "none"},
         )
 
-    return [fresh_download_parsed, snapshot_recorded]
+    @dg.asset_check(asset=spec.asset_name, name="every_file_read", description=
+                    "Every file of the snapshot was read (WARN lists, by file, row and field, the files that could not "
+                    "be read as a whole and kept their last good rows, and the rows that could not be read).")
+    def every_file_read(duckdb: DuckDBResource) -> dg.AssetCheckResult:
+        reasons = list(FILE_ERROR_REASONS + KEPT_ROWS_REASONS + UNREADABLE_ROW_REASONS)
+        with duckdb.get_connection() as conn:
+            found = conn.execute(
+                f"""SELECT file, row_number, field, reason, detail FROM {spec.audit_table}
+                    WHERE reason IN ({", ".join("?" * len(reasons))}) ORDER BY file, row_number NULLS FIRST, reason""",
+                reasons,
+            ).fetchall()
+        files = sorted({row[0] for row in found if row[3] in FILE_ERROR_REASONS + KEPT_ROWS_REASONS})
+        return dg.AssetCheckResult(
+            passed=not found, severity=dg.AssetCheckSeverity.WARN,
+            metadata={"findings": len(found), "unreadable_files": ", ".join(files) or "none",
+                      "problems": _listing(found, limit=50)},
+        )
+
+    return [fresh_download_parsed, snapshot_recorded, every_file_read]
 
 
 source_checks = [check for spec in SOURCES for check in build_source_checks(spec)]
