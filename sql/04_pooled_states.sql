@@ -11,7 +11,15 @@
 --   conflict_blocks_state     (when conflict_blocks_state) another configuration of the same
 --                             model, state and benchmark ended as a stage-3 conflict: a
 --                             conflicted cell is not filled in from another configuration
--- Variables: conflict_blocks_state.
+--   other_setup               (when harness_pooling = 'most_models_setup', seed 001) the state
+--                             has a configuration under a setup (harness; none is a setup too)
+--                             that reports the benchmark for more models: only the state's
+--                             best ranked setup is pooled (ranked per benchmark by models, ties
+--                             by setup name); provider routes of that setup collapse to their median
+-- Pooling (harness_pooling): 'median_all' (default, seed 000 section 3): the median over every
+-- harness configuration of the state; 'most_models_setup' (seed 001): the median over the
+-- configurations of the one setup kept by other_setup.
+-- Variables: conflict_blocks_state, harness_pooling.
 
 CREATE OR REPLACE TEMP TABLE _pooled_decisions AS
 WITH
@@ -45,8 +53,33 @@ conflict_blocks_state AS (
     FROM unmapped_reasoning_state AS c
     LEFT JOIN conflicted_states AS x
       ON x.model = c.model AND x.reasoning_state = c.reasoning_state AND x.benchmark = c.benchmark
+),
+setup_ranks AS (
+    -- setups of each benchmark ranked by how many models they report it for (1 = most)
+    SELECT benchmark, setup, n_models,
+           row_number() OVER (PARTITION BY benchmark ORDER BY n_models DESC, setup) AS setup_rank
+    FROM (
+        SELECT benchmark, coalesce(harness, '(none)') AS setup, count(DISTINCT model) AS n_models
+        FROM conflict_blocks_state WHERE reason IS NULL
+        GROUP BY ALL
+    )
+),
+with_setup AS (
+    SELECT c.*, coalesce(c.harness, '(none)') AS setup, r.setup_rank, r.n_models AS setup_models,
+           min(r.setup_rank) FILTER (WHERE c.reason IS NULL)
+               OVER (PARTITION BY c.model, c.reasoning_state, c.benchmark) AS best_setup_rank
+    FROM conflict_blocks_state AS c
+    LEFT JOIN setup_ranks AS r ON r.benchmark = c.benchmark AND r.setup = coalesce(c.harness, '(none)')
+),
+other_setup AS (
+    SELECT w.* REPLACE (coalesce(w.reason,
+        CASE WHEN getvariable('harness_pooling') = 'most_models_setup' AND w.setup_rank > w.best_setup_rank
+             THEN 'other_setup' END) AS reason),
+           b.setup AS pooled_setup
+    FROM with_setup AS w
+    LEFT JOIN setup_ranks AS b ON b.benchmark = w.benchmark AND b.setup_rank = w.best_setup_rank
 )
-SELECT * FROM conflict_blocks_state;
+SELECT * FROM other_setup;
 
 CREATE OR REPLACE TABLE pooled_states AS
 WITH
@@ -96,7 +129,8 @@ DELETE FROM audit_exclusions WHERE stage = 'pooled_states';
 INSERT INTO audit_exclusions
 SELECT 'pooled_states', reason, config_id || ' :: ' || benchmark, row_keys, benchmark, NULL, model_id, model, score,
        to_json({config_id: config_id, harness: harness, reasoning_state: reasoning_state,
-                n_reports: n_reports, resolution: resolution})
+                n_reports: n_reports, resolution: resolution, setup_models: setup_models,
+                pooled_setup: CASE WHEN reason = 'other_setup' THEN pooled_setup END})
 FROM _pooled_decisions
 WHERE reason IS NOT NULL;
 
