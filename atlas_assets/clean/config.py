@@ -4,6 +4,11 @@ The YAML is grouped by stage for readers; the SQL sees one flat namespace of
 DuckDB session variables (`getvariable('consensus_span_fraction')`), so every
 key must be unique across groups. `CleaningConfig.variables()` is what the
 runner binds before each stage.
+
+The file is validated against `atlas_assets.config_schema.CleaningFile` (strict
+types, closed groups): a typo, an unknown key, a key in the wrong group, a
+duplicated key or a quoted "false" is a `ConfigError` naming file, key and line.
+`replace(...)` re-validates the flat values against the same schema.
 """
 
 from __future__ import annotations
@@ -15,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from atlas_assets.config_schema import CLEANING_GROUPS, CleaningFile, ConfigError, load_validated, validate_data
 from atlas_assets.settings import CONFIG_DIR
 
 DEFAULT_PATH = CONFIG_DIR / "cleaning.yaml"
@@ -34,6 +38,7 @@ class CleaningConfig:
     stderr_multiplier: float = 2.0
     # harness pooling
     conflict_blocks_state: bool = True
+    harness_pooling: str = "median_all"  # median_all (seed 000) | most_models_setup (seed 001)
     # families
     primary_min_models: int = 5
     primary_min_share: float = 0.5
@@ -46,31 +51,31 @@ class CleaningConfig:
     conflict_share_jump: float = 0.02
     kept_share_drop: float = 0.05
 
+    def __post_init__(self) -> None:
+        # the same schema as the file, on the flat values (also catches bad `replace(...)` values)
+        values = dataclasses.asdict(self)
+        grouped = {
+            group: {key: values[key] for key in model.model_fields} for group, model in CLEANING_GROUPS.items()
+        }
+        missing = set(values) - {key for keys in grouped.values() for key in keys}
+        if missing:  # a field of this class that the schema does not know
+            raise ConfigError(f"CleaningConfig fields missing from config_schema.CleaningFile: {sorted(missing)}")
+        validate_data(grouped, CleaningFile, source="CleaningConfig")
+
     @classmethod
-    def from_mapping(cls, data: dict[str, Any]) -> CleaningConfig:
-        flat: dict[str, Any] = {}
-        for group, values in (data or {}).items():
-            if isinstance(values, dict):
-                for key, value in values.items():
-                    if key in flat:
-                        raise ValueError(f"cleaning config key {key!r} appears in more than one group")
-                    flat[key] = value
-            else:
-                flat[group] = values
-        known = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = sorted(set(flat) - set(known))
-        if unknown:
-            raise ValueError(f"unknown cleaning config keys: {unknown}")
-        typed = {}
-        for key, value in flat.items():
-            default = known[key].default
-            typed[key] = type(default)(value)
-        return cls(**typed)
+    def from_mapping(cls, data: dict[str, Any], *, source: str = "cleaning config") -> CleaningConfig:
+        """From the grouped mapping of cleaning.yaml (validated against the schema)."""
+        validate_data(data, CleaningFile, source=source)
+        return cls._from_groups(data)
+
+    @classmethod
+    def _from_groups(cls, data: dict[str, Any]) -> CleaningConfig:
+        return cls(**{key: value for values in data.values() for key, value in values.items()})
 
     @classmethod
     def load(cls, path: Path | str | None = None) -> CleaningConfig:
         path = Path(path) if path else DEFAULT_PATH
-        return cls.from_mapping(yaml.safe_load(path.read_text()))
+        return cls._from_groups(load_validated(path, CleaningFile))
 
     def replace(self, **changes: Any) -> CleaningConfig:
         return dataclasses.replace(self, **changes)

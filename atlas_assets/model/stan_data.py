@@ -17,7 +17,6 @@ from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from atlas_assets.settings import CONFIG_DIR, PROJECT_ROOT
 
@@ -37,13 +36,13 @@ REQUIRED_COLUMNS = (
 
 
 def load_model_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> dict:
-    """Read atlas_assets/config/model.yaml (or `path`) and apply nested overrides."""
+    """Read atlas_assets/config/model.yaml (or `path`), apply nested overrides and validate the
+    result against atlas_assets.config_schema.ModelFile (strict types, no unknown keys): a
+    ConfigError (a ValueError) names file, key and line (or "override")."""
+    from atlas_assets.config_schema import ModelFile, load_validated
+
     path = Path(path) if path else CONFIG_DIR / "model.yaml"
-    with open(path) as fh:
-        cfg = yaml.safe_load(fh)
-    if overrides:
-        cfg = deep_update(cfg, overrides)
-    return cfg
+    return load_validated(path, ModelFile, overrides)
 
 
 def deep_update(base: dict, overrides: Mapping[str, Any]) -> dict:

@@ -1,0 +1,327 @@
+"""Schemas of the hand-edited YAML configs, and a loader whose errors name file, key and line.
+
+    from atlas_assets.config_schema import CleaningFile, ModelFile, load_validated
+    data = load_validated(path, ModelFile)               # the YAML as a plain dict, validated
+    data = load_validated(path, ModelFile, overrides)    # nested overrides merged, then validated
+
+Every model is strict (pydantic 2, `strict=True`: no coercion, so the string "false" is not a
+bool and "5" is not an int; an int is accepted where a float is expected) and closed
+(`extra="forbid"`: an unknown key, i.e. a typo, is an error). Line numbers come from the YAML
+node marks of `yaml.compose`; a duplicated key (which `yaml.safe_load` silently resolves to
+the last one) is an error too. Errors are `ConfigError` (a ValueError), one line per problem:
+
+    atlas_assets/config/model.yaml, line 14: sampler.chians: unknown key (extra inputs are not permitted)
+
+To add a key: add a field to the section's model below (e.g. `DisplayConfig` for
+model.yaml's `display:` block, `ReferenceState` for `display.reference.low/high`); nothing
+else reads the schema.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+Number = float  # strict float accepts ints (1 for 1.0) but neither strings nor bools
+
+
+class ConfigError(ValueError):
+    """A config file does not match its schema; the message names file, key and line."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+# --------------------------------------------------------------------------- cleaning.yaml
+# Groups are for readers; the SQL sees the keys flat (DuckDB variables), so a key appears
+# in exactly one group (atlas_assets.clean.config.CleaningConfig holds the flat values).
+
+
+class ProtocolScreen(Strict):
+    floor_guard_fraction: Number = Field(ge=0, le=1)
+    floor_guard_min_items: Number = Field(ge=0)
+    bounds_guard_max_share: Number = Field(gt=0, le=1)
+    range_slack_fraction: Number = Field(ge=0)
+
+
+class Resolution(Strict):
+    consensus_span_fraction: Number = Field(ge=0, le=1)
+    stderr_multiplier: Number = Field(ge=0)
+
+
+class Pooling(Strict):
+    conflict_blocks_state: bool
+    harness_pooling: Literal["median_all", "most_models_setup"]
+
+
+class Families(Strict):
+    primary_min_models: int = Field(ge=1)
+    primary_min_share: Number = Field(ge=0, le=1)
+
+
+class Coverage(Strict):
+    min_models_per_family: int = Field(ge=1)
+    min_families_per_model: int = Field(ge=1)
+    zero_variance_epsilon: Number = Field(ge=0)
+    max_iterations: int = Field(ge=1)
+
+
+class Drift(Strict):
+    conflict_share_jump: Number = Field(ge=0, le=1)
+    kept_share_drop: Number = Field(ge=0, le=1)
+
+
+class CleaningFile(Strict):
+    protocol_screen: ProtocolScreen
+    resolution: Resolution
+    pooling: Pooling
+    families: Families
+    coverage: Coverage
+    drift: Drift
+
+
+CLEANING_GROUPS: dict[str, type[Strict]] = {
+    name: field.annotation for name, field in CleaningFile.model_fields.items()  # type: ignore[misc]
+}
+
+
+# --------------------------------------------------------------------------- model.yaml
+
+
+class Sampler(Strict):
+    chains: int = Field(ge=1)
+    warmup: int = Field(ge=0)
+    draws: int = Field(ge=1)
+    seed: int
+    adapt_delta: Number = Field(gt=0, lt=1)
+    max_treedepth: int = Field(ge=1)
+    engine: Literal["auto", "cmdstanpy", "pystan"]
+    init_radius: Number = Field(ge=0)
+    emit_observation_draws: bool
+
+
+class Reasoning(Strict):
+    ladder: list[str]
+    off_ladder: list[str]
+    default: str
+    pin_preference: list[str]
+
+
+class Preconditioning(Strict):
+    capability: Number = Field(gt=0)
+    b: Number = Field(gt=0)
+    # `lambda` is a Python keyword: the field is lambda_ and reads/writes the key "lambda"
+    lambda_: Number = Field(gt=0, alias="lambda")
+    logkappa: Number = Field(gt=0)
+    shared_effect: Number = Field(gt=0)
+
+
+Centering = Literal["centered", "noncentered"]
+
+
+class Parametrization(Strict):
+    b: Literal["centered", "noncentered", "shifted"]
+    b_centre: Literal["mean", "information"]
+    lambda_: Centering = Field(alias="lambda")
+    logkappa: Centering
+    radial_sd: Number = Field(ge=0)
+    preconditioning: Preconditioning
+
+
+class Likelihood(Strict):
+    one_censor_eps: Number = Field(ge=0, lt=1)
+
+
+class LocScale(Strict):
+    loc: Number
+    scale: Number = Field(gt=0)
+
+
+class Scale(Strict):
+    scale: Number = Field(gt=0)
+
+
+class Priors(Strict):
+    b_mu: LocScale
+    b_sd: Scale
+    lambda_mu: LocScale
+    lambda_sd: Scale
+    logkappa_mu: LocScale
+    logkappa_sd: Scale
+    rating_sd: Scale
+    hurdle_a: LocScale
+    hurdle_b: Scale
+    shared_effect_sd: Scale
+    amplitude_sd: Scale
+    curvature_sd: Scale
+    off_ladder_sd: Scale
+
+
+class ReferenceState(Strict):
+    """display.reference.low / .high: a named (model, reasoning state) and its display value."""
+
+    model: str | None = None
+    reasoning_state: str | None = None
+    value: Number
+    fallback_quantile: Number | None = Field(default=None, ge=0, le=1)
+
+
+class References(Strict):
+    low: ReferenceState
+    high: ReferenceState
+
+
+class DisplayConfig(Strict):
+    """model.yaml `display:`. Add display keys here."""
+
+    reference: References
+    interval: Number = Field(gt=0, lt=1)
+    top_k: int = Field(ge=1)
+
+
+class Eligibility(Strict):
+    min_families: int = Field(ge=1)
+    min_observations: int = Field(ge=1)
+    exclude_settings: list[str]
+
+
+class Diagnostics(Strict):
+    rhat_max: Number = Field(gt=1)
+    ess_bulk_min: int = Field(ge=0)
+    ess_tail_min: int = Field(ge=0)
+    divergences_max: int = Field(ge=0)
+    ebfmi_min: Number = Field(ge=0)
+
+
+class ModelFile(Strict):
+    version: int
+    stan_file: str
+    sampler: Sampler
+    reasoning: Reasoning
+    parametrization: Parametrization
+    likelihood: Likelihood
+    priors: Priors
+    display: DisplayConfig
+    eligibility: Eligibility
+    diagnostics: Diagnostics
+
+
+# --------------------------------------------------------------------------- loader
+
+
+def _key_lines(node: yaml.Node, path: tuple = (), lines: dict | None = None, duplicates: list | None = None):
+    """(key path -> 1-based line) for every mapping key and sequence item of a composed YAML tree;
+    duplicated mapping keys are collected as (path, first line, second line)."""
+    lines = {} if lines is None else lines
+    duplicates = [] if duplicates is None else duplicates
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = key_node.value
+            here = (*path, key)
+            line = key_node.start_mark.line + 1
+            if here in lines:
+                duplicates.append((here, lines[here], line))
+            else:
+                lines[here] = line
+            _key_lines(value_node, here, lines, duplicates)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines[(*path, i)] = item.start_mark.line + 1
+            _key_lines(item, (*path, i), lines, duplicates)
+    return lines, duplicates
+
+
+def _dotted(path: tuple) -> str:
+    return ".".join(str(part) for part in path) or "(top level)"
+
+
+def deep_update(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict:
+    out = copy.deepcopy(dict(base))
+    for key, value in overrides.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = deep_update(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _override_paths(overrides: Mapping[str, Any], path: tuple = ()) -> set[tuple]:
+    paths: set[tuple] = set()
+    for key, value in overrides.items():
+        paths.add((*path, key))
+        if isinstance(value, Mapping):
+            paths |= _override_paths(value, (*path, key))
+    return paths
+
+
+def _display_path(path: Path) -> str:
+    try:
+        from atlas_assets.settings import PROJECT_ROOT
+
+        return str(path.resolve().relative_to(PROJECT_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def validate_data(
+    data: Any,
+    schema: type[BaseModel],
+    *,
+    source: str,
+    lines: Mapping[tuple, int] | None = None,
+    overridden: set[tuple] | None = None,
+) -> BaseModel:
+    """Validate `data` against `schema`; a ConfigError lists every problem with key and line."""
+    lines = lines or {}
+    overridden = overridden or set()
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            loc = tuple(error["loc"])
+            # the line of the deepest key of the location the file has (a missing key: its parent)
+            known = next((loc[:n] for n in range(len(loc), -1, -1) if loc[:n] in lines), ())
+            where = f"line {lines[known]}" if known in lines else "no line"
+            if loc in overridden or (loc and loc[:-1] in overridden and loc not in lines):
+                where = "override"
+            message = error["msg"]
+            if error["type"] == "extra_forbidden":
+                message = f"unknown key ({message.lower()})"
+            elif error["type"] != "missing":
+                message = f"{message} (got {error.get('input')!r})"
+            problems.append(f"{source}, {where}: {_dotted(loc)}: {message}")
+        raise ConfigError("invalid config:\n  " + "\n  ".join(problems)) from None
+
+
+def load_validated(
+    path: Path | str, schema: type[BaseModel], overrides: Mapping[str, Any] | None = None
+) -> dict:
+    """Read a YAML file, merge nested `overrides`, validate against `schema`, return the plain dict."""
+    path = Path(path)
+    source = _display_path(path)
+    text = path.read_text()
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+    lines, duplicates = _key_lines(root) if root is not None else ({}, [])
+    if duplicates:
+        raise ConfigError(
+            "invalid config:\n  "
+            + "\n  ".join(f"{source}, line {second}: {_dotted(key)}: duplicated key (first at line {first})"
+                          for key, first, second in duplicates)
+        )
+    if data is None:
+        data = {}
+    if overrides:
+        data = deep_update(data, overrides)
+    validate_data(data, schema, source=source, lines=lines, overridden=_override_paths(overrides or {}))
+    return data
