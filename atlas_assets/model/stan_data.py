@@ -18,6 +18,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from atlas_assets import settings
 from atlas_assets.settings import CONFIG_DIR, PROJECT_ROOT
 
 REQUIRED_COLUMNS = (
@@ -41,7 +42,7 @@ def load_model_config(path: str | Path | None = None, overrides: Mapping[str, An
     ConfigError (a ValueError) names file, key and line (or "override")."""
     from atlas_assets.config_schema import ModelFile, load_validated
 
-    path = Path(path) if path else CONFIG_DIR / "model.yaml"
+    path = Path(path) if path else settings.model_config_path()
     return load_validated(path, ModelFile, overrides)
 
 
@@ -131,37 +132,57 @@ def state_labels(states: pd.DataFrame) -> pd.Series:
 # --------------------------------------------------------------------------- builder
 
 
+class ObservationError(ValueError):
+    """A modeled_observations row the Stan data cannot be built from, named by row and field."""
+
+
+def _offending(df: pd.DataFrame, mask, field: str, problem: str, limit: int = 5) -> ObservationError:
+    """An error naming the field and the first offending rows (1-based row of modeled_observations and its key)."""
+    rows = np.flatnonzero(np.asarray(mask))
+    named = "; ".join(
+        f"row {i + 1} ({df['model'].iat[i]}|{df['reasoning_state'].iat[i]}|{df['family'].iat[i]}, "
+        f"{field}={df[field].iat[i]!r})" for i in rows[:limit])
+    more = f" and {len(rows) - limit} more" if len(rows) > limit else ""
+    return ObservationError(f"modeled_observations field {field!r}: {problem} in {len(rows)} row(s): {named}{more}")
+
+
 def _validate(df: pd.DataFrame, settings: list[str]) -> pd.DataFrame:
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
-        raise ValueError(f"modeled_observations lacks columns {missing}")
-    df = df.copy()
-    df["model"] = df["model"].astype(str)
-    df["reasoning_state"] = df["reasoning_state"].astype(str)
-    df["family"] = df["family"].astype(str)
-    unknown = sorted(set(df["reasoning_state"]) - set(settings))
-    if unknown:
-        raise ValueError(f"unknown reasoning states {unknown}; known: {settings}")
-    bad_kind = sorted(set(df["kind"]) - {"bounded", "rating"})
-    if bad_kind:
-        raise ValueError(f"unknown kind {bad_kind}")
-    dup = df.duplicated(["model", "reasoning_state", "family"])
+        raise ObservationError(f"modeled_observations lacks columns {missing}")
+    df = df.reset_index(drop=True).copy()
+    for column in ("model", "reasoning_state", "family"):
+        if df[column].isna().any():
+            raise _offending(df, df[column].isna(), column, "missing value")
+        df[column] = df[column].astype(str)
+    unknown = ~df["reasoning_state"].isin(settings)
+    if unknown.any():
+        raise _offending(df, unknown, "reasoning_state", f"unknown reasoning state (known: {settings})")
+    bad_kind = ~df["kind"].isin(["bounded", "rating"])
+    if bad_kind.any():
+        raise _offending(df, bad_kind, "kind", "kind must be bounded or rating")
+    dup = df.duplicated(["model", "reasoning_state", "family"], keep="first")
     if dup.any():
-        raise ValueError(f"{int(dup.sum())} duplicate model x state x family rows")
-    if df["u"].isna().any():
-        raise ValueError("u has NULLs")
+        raise _offending(df, dup, "family", "duplicate model x state x family (a cell must be resolved upstream)")
+    u_missing = ~np.isfinite(pd.to_numeric(df["u"], errors="coerce").to_numpy(dtype=float))
+    if u_missing.any():
+        raise _offending(df, u_missing, "u", "missing or non-finite score")
     kinds = df.groupby("family")["kind"].nunique()
     if (kinds > 1).any():
-        raise ValueError(f"families mixing kinds: {kinds[kinds > 1].index.tolist()}")
+        raise _offending(df, df["family"].isin(kinds[kinds > 1].index), "kind", "one family mixes bounded and rating rows")
     b = df["kind"] == "bounded"
-    if ((df.loc[b, "u"] < 0) | (df.loc[b, "u"] > 1)).any():
-        raise ValueError("bounded u outside [0, 1]")
+    outside = b & ((df["u"] < 0) | (df["u"] > 1))
+    if outside.any():
+        raise _offending(df, outside, "u", "bounded score outside [0, 1]")
     countable = df["correct"].notna() & df["items"].notna()
     if (countable & ~b).any():
-        raise ValueError("ratings cannot be countable")
-    bad = countable & ((df["correct"] < 0) | (df["correct"] > df["items"]) | (df["items"] < 1))
+        raise _offending(df, countable & ~b, "correct", "a rating cannot carry (correct, items)")
+    bad_items = countable & (df["items"] < 1)
+    if bad_items.any():
+        raise _offending(df, bad_items, "items", "items must be at least 1")
+    bad = countable & ((df["correct"] < 0) | (df["correct"] > df["items"]))
     if bad.any():
-        raise ValueError(f"{int(bad.sum())} rows with correct outside [0, items]")
+        raise _offending(df, bad, "correct", "correct outside [0, items]")
     return df
 
 

@@ -127,11 +127,31 @@ def test_rejects_bad_input(panel):
     cfg = load_model_config()
     bad = panel.copy()
     bad.loc[0, "reasoning_state"] = "turbo"
-    with pytest.raises(ValueError, match="unknown reasoning states"):
+    with pytest.raises(ValueError, match="unknown reasoning state"):
         build_stan_data(bad, cfg)
     dup = pd.concat([panel, panel.iloc[[0]]])
     with pytest.raises(ValueError, match="duplicate"):
         build_stan_data(dup, cfg)
+
+
+def test_errors_name_the_row_and_the_field(panel):
+    cfg = load_model_config()
+    row = panel.iloc[3]
+    key = f"{row.model}|{row.reasoning_state}|{row.family}"
+    for field, value, problem in (
+        ("reasoning_state", "turbo", "unknown reasoning state"),
+        ("u", float("nan"), "missing or non-finite score"),
+        ("u", float("inf"), "missing or non-finite score"),
+        ("kind", "ordinal", "kind must be bounded or rating"),
+    ):
+        bad = panel.copy()
+        bad[field] = bad[field].astype(object)
+        bad.loc[3, field] = value
+        label = key if field != "reasoning_state" else f"{row.model}|turbo|{row.family}"
+        with pytest.raises(ValueError) as raised:
+            build_stan_data(bad, cfg)
+        message = str(raised.value)
+        assert f"field {field!r}" in message and problem in message and f"row 4 ({label}" in message, message
     # A continuous exact zero in a family with a guessing floor is a refusal that should have been screened.
     zero_floor = panel.copy()
     zero_floor.loc[0, ["u", "correct", "items"]] = [0.0, pd.NA, pd.NA]
