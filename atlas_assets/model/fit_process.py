@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pandas as pd
 
-from atlas_assets.model.diagnostics import fit_diagnostics
+from atlas_assets.model.diagnostics import fit_diagnostics, format_summary
 from atlas_assets.model.engines import fit_model, shutdown_pystan_workers
 from atlas_assets.model.scores import (
     add_observation_draws,
@@ -45,6 +45,7 @@ from atlas_assets.model.scores import (
     make_display_scale,
     model_scores,
     reasoning_effects,
+    resolve_reference_states,
     state_scores,
 )
 from atlas_assets.model.stan_data import build_stan_data, load_model_config, stan_file
@@ -96,6 +97,7 @@ def run_fit(
     out.mkdir(parents=True, exist_ok=True)
     obs = observations if isinstance(observations, pd.DataFrame) else read_table(observations)
     si = build_stan_data(obs, cfg)
+    resolve_reference_states(si, cfg)  # a missing display reference fails now, not after sampling
     d = si.data
     log(f"data: {d['N']} observations, {d['M']} models ({d['M_ref']} with a default state), "
         f"{d['S']} states, {d['J']} families")
@@ -176,9 +178,7 @@ def run_fit(
         "out_dir": str(out),
     }
     (out / "fit_summary.json").write_text(json.dumps(summary, indent=2, default=_json_default))
-    log(f"fit {'passes' if diag['passes'] else 'FAILS'} diagnostics: max R-hat {diag['max_rhat']:.4f}, "
-        f"min ESS bulk {diag['min_ess_bulk']:.0f} / tail {diag['min_ess_tail']:.0f}, "
-        f"{diag['divergences']} divergences")
+    log(f"fit {'passes' if diag['passes'] else 'FAILS'} diagnostics: {format_summary(diag)}")
     return summary
 
 

@@ -12,7 +12,8 @@ uncertainty of the scale itself is carried by every other score.
 Headline per model: among its rank-eligible states, the one with the highest
 posterior mean capability; the model's score is then that one fixed state's
 posterior (no per-draw maximum). Ranks are computed per draw over models'
-headline states.
+headline states. A model in the fit with no eligible state keeps a row with
+`headline_status` saying why (no scores, no rank) instead of vanishing.
 """
 
 from __future__ import annotations
@@ -71,28 +72,43 @@ class DisplayScale:
         return self.scale.reshape(shape) * latent_diff
 
 
-def resolve_reference_states(si: StanInput, phi: np.ndarray, config: Mapping[str, Any] | None = None) -> tuple[int, int]:
-    """Positions of the two reference states: the configured (model, state)
-    where present in the fit, else the eligible state nearest the configured
-    quantile of eligible posterior-mean capability."""
+class DisplayReferenceError(ValueError):
+    """The display scale cannot be fixed: a reference state is unnamed, absent, not eligible, or the two
+    references swap order in some draw. There is no fallback: a silently substituted reference would move
+    every published number."""
+
+
+REFERENCE_NOTE = ("reference state: fixed at {value:g} by the definition of the display scale, so its interval is "
+                  "zero by construction (its uncertainty is carried by every other score)")
+
+
+def resolve_reference_states(si: StanInput, config: Mapping[str, Any] | None = None) -> tuple[int, int]:
+    """Stan positions of the two configured reference states (model, reasoning state), each of which must be
+    in the fit and rank-eligible; raises DisplayReferenceError naming what is missing."""
     cfg = (config or si.config)["display"]["reference"]
     labels = state_labels(si.states).to_numpy()
-    mean = phi.mean(axis=0)
-    elig = rank_eligible(si, config)
-    pool = np.flatnonzero(elig) if elig.any() else np.arange(len(labels))
+    eligible = rank_eligible(si, config)
     out = []
     for key in ("low", "high"):
-        ref = cfg[key]
-        pos = None
-        if ref.get("model") and ref.get("reasoning_state"):
-            hit = np.flatnonzero(labels == f"{ref['model']}|{ref['reasoning_state']}")
-            pos = int(hit[0]) if len(hit) else None
-        if pos is None:
-            target = np.quantile(mean[pool], float(ref.get("fallback_quantile", 0.1 if key == "low" else 0.9)))
-            pos = int(pool[np.argmin(np.abs(mean[pool] - target))])
+        ref = cfg.get(key) or {}
+        model, state = ref.get("model"), ref.get("reasoning_state")
+        if not model or not state:
+            raise DisplayReferenceError(f"display.reference.{key} names no (model, reasoning_state) in the model config")
+        hit = np.flatnonzero(labels == f"{model}|{state}")
+        if not len(hit):
+            known = sorted(si.states.loc[si.states.model == model, "reasoning_state"])
+            raise DisplayReferenceError(
+                f"display reference {key} {model}|{state} is not in the fit"
+                + (f" (the model's states in the fit: {known})" if known else " (the model is not in the fit)"))
+        pos = int(hit[0])
+        if not eligible[pos]:
+            row = si.states.iloc[pos]
+            raise DisplayReferenceError(
+                f"display reference {key} {model}|{state} is not rank-eligible ({int(row.n_families)} families, "
+                f"{int(row.n_obs)} observations): a reference must be well measured")
         out.append(pos)
     if out[0] == out[1]:
-        raise ValueError("the two display reference states coincide")
+        raise DisplayReferenceError("the two display reference states coincide")
     return out[0], out[1]
 
 
@@ -103,9 +119,16 @@ def display_scale(
     lo_value: float,
     hi_value: float,
 ) -> DisplayScale:
+    if not hi_value > lo_value:
+        raise DisplayReferenceError(f"the high reference value {hi_value} must exceed the low one {lo_value}")
     gap = phi[:, hi_state] - phi[:, lo_state]
-    if np.any(gap == 0):
-        raise ValueError("reference states have identical capability in some draw")
+    flipped = int(np.sum(~(gap > 0)))
+    if flipped:
+        # In such a draw the affine map would reverse (or collapse) the whole scale: the references do not
+        # order the states, so the posterior cannot be displayed in these units.
+        raise DisplayReferenceError(
+            f"the high display reference is at or below the low one in {flipped} of {len(gap)} draws: "
+            "choose references whose order the data settle")
     scale = (hi_value - lo_value) / gap
     offset = lo_value - scale * phi[:, lo_state]
     return DisplayScale(lo_state, hi_state, float(lo_value), float(hi_value), scale, offset)
@@ -114,7 +137,7 @@ def display_scale(
 def make_display_scale(idata, si: StanInput, config: Mapping[str, Any] | None = None) -> DisplayScale:
     cfg = config or si.config
     phi = draws_of(idata, "phi")
-    lo, hi = resolve_reference_states(si, phi, cfg)
+    lo, hi = resolve_reference_states(si, cfg)
     ref = cfg["display"]["reference"]
     return display_scale(phi, lo, hi, float(ref["low"]["value"]), float(ref["high"]["value"]))
 
@@ -144,8 +167,10 @@ def state_scores(idata, si: StanInput, config: Mapping[str, Any] | None = None,
         st[f"latent_{k}"] = v
     for k, v in dsp.items():
         st[f"display_{k}"] = v
-    st["is_reference"] = False
-    st.loc[st.state_pos.isin([scale.lo_state, scale.hi_state]), "is_reference"] = True
+    st["is_reference"] = st.state_pos.isin([scale.lo_state, scale.hi_state])
+    st["note"] = None
+    for ref_pos, value in ((scale.lo_state, scale.lo_value), (scale.hi_state, scale.hi_value)):
+        st.loc[st.state_pos == ref_pos, "note"] = REFERENCE_NOTE.format(value=value)
     st["interval"] = interval
     return st.reset_index(drop=True)
 
@@ -171,8 +196,8 @@ def rank_draws(values: np.ndarray) -> np.ndarray:
 
 def model_scores(idata, si: StanInput, config: Mapping[str, Any] | None = None,
                  scale: DisplayScale | None = None) -> pd.DataFrame:
-    """One row per model with an eligible state: headline state, its display
-    posterior, P(rank 1), P(top k), expected rank, and evidence counts."""
+    """One row per model in the fit. With an eligible state: headline state, its display posterior,
+    P(rank 1), P(top k), expected rank, evidence counts; without one: `headline_status` says why."""
     cfg = config or si.config
     interval = float(cfg["display"].get("interval", 0.9))
     top_k = int(cfg["display"].get("top_k", 10))
@@ -201,13 +226,36 @@ def model_scores(idata, si: StanInput, config: Mapping[str, Any] | None = None,
             "interval": interval,
         }
     )
+    out["headline_status"] = "published"
+    out["note"] = None
+    for ref_pos, value in ((scale.lo_state, scale.lo_value), (scale.hi_state, scale.hi_value)):
+        out.loc[out.state_pos == ref_pos, "note"] = REFERENCE_NOTE.format(value=value)
+    out = pd.concat([out, _models_without_headline(si, cfg, set(head.index), interval)], ignore_index=True)
     ev = si.models.set_index("model")
     out["n_families"] = out["model"].map(ev["n_families"]).to_numpy()
     out["n_observations"] = out["model"].map(ev["n_obs"]).to_numpy()
     out["n_states"] = out["model"].map(ev["n_states"]).to_numpy()
     if "released_on" in ev:
         out["released_on"] = out["model"].map(ev["released_on"]).to_numpy()
-    return out.sort_values("display_mean", ascending=False).reset_index(drop=True)
+    return out.sort_values(["display_mean", "model"], ascending=[False, True], na_position="last").reset_index(drop=True)
+
+
+def _models_without_headline(si: StanInput, cfg: Mapping[str, Any], headlined: set, interval: float) -> pd.DataFrame:
+    """One row per fitted model with no rank-eligible state, its reason naming the rule and its best state."""
+    rules = cfg.get("eligibility", {})
+    min_families, min_obs = int(rules.get("min_families", 1)), int(rules.get("min_observations", 1))
+    excluded = set(rules.get("exclude_settings", []) or [])
+    rows = []
+    for model, states in si.states.loc[~si.states.model.isin(headlined)].groupby("model", sort=True):
+        best = states.sort_values(["n_families", "n_obs"], ascending=False).iloc[0]
+        reason = (f"no rank-eligible state: a headline needs >= {min_families} families and >= {min_obs} "
+                  f"observations in one state; best is {best.reasoning_state} with {int(best.n_families)} families, "
+                  f"{int(best.n_obs)} observations")
+        if excluded and set(states.reasoning_state) <= excluded:
+            reason = f"no rank-eligible state: every state's setting is excluded ({sorted(excluded)})"
+        rows.append({"model": model, "headline_state": None, "interval": interval,
+                     "headline_status": reason, "note": None})
+    return pd.DataFrame(rows, columns=["model", "headline_state", "interval", "headline_status", "note"])
 
 
 def reasoning_effects(idata, si: StanInput, config: Mapping[str, Any] | None = None,

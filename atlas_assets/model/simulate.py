@@ -293,3 +293,19 @@ def _calibrate_shift(logits: np.ndarray, target: int) -> float:
         else:
             lo = mid
     return 0.5 * (lo + hi)
+
+
+def simulated_references(observations: pd.DataFrame, truth: SimulationTruth,
+                         low_value: float = 130.0, high_value: float = 150.0) -> dict:
+    """`display.reference` for a simulated panel: the default states of the two best-measured models
+    (most families) among those at the low and high fifth of true capability. The production config
+    names real states, which a simulated panel does not have."""
+    counts = observations.groupby(["model", "reasoning_state"])["family"].nunique().rename("n_families").reset_index()
+    defaults = counts[counts.reasoning_state == "default"].copy()
+    defaults["truth"] = truth.phi[(defaults.model + "|" + defaults.reasoning_state).to_numpy()].to_numpy()
+    defaults = defaults.sort_values("truth")
+    fifth = max(1, len(defaults) // 5)
+    low = defaults.head(fifth).sort_values("n_families", kind="stable").iloc[-1]
+    high = defaults.tail(fifth).sort_values("n_families", kind="stable").iloc[-1]
+    return {"low": {"model": low.model, "reasoning_state": "default", "value": low_value},
+            "high": {"model": high.model, "reasoning_state": "default", "value": high_value}}

@@ -104,20 +104,35 @@ def test_cmdstanpy_fit(tiny):
     assert again.compiled_from_cache
 
 
+def config_naming_references(observations, truth, folder: Path) -> Path:
+    """The packaged model config with display references that exist in a simulated panel."""
+    import yaml
+
+    from atlas_assets.model.simulate import simulated_references
+    from atlas_assets.model.stan_data import load_model_config
+
+    config = load_model_config()
+    config["display"]["reference"] = simulated_references(observations, truth)
+    path = folder / "model.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
 @pytest.mark.slow
 def test_fit_process_cli_exits_cleanly(tmp_path):
     """The standalone entry point fits, writes its outputs and exits on its own."""
     from atlas_assets.model.fit_process import write_table
     from atlas_assets.model.simulate import simulate_panel
 
-    df, _ = simulate_panel(n_models=25, n_families=6, target_obs=130, seed=11)
+    df, truth = simulate_panel(n_models=25, n_families=6, target_obs=130, seed=11)
     obs_path = tmp_path / "obs"
     write_table(df, obs_path)
     out = tmp_path / "fit"
     env = dict(os.environ, ATLAS_STAN_ENGINE="pystan")
     proc = subprocess.run(
         [sys.executable, "-m", "atlas_assets.model.fit_process", "--observations", str(obs_path) + ".parquet",
-         "--out", str(out), "--chains", "2", "--warmup", "150", "--draws", "100", "--seed", "5"],
+         "--out", str(out), "--chains", "2", "--warmup", "150", "--draws", "100", "--seed", "5",
+         "--config", str(config_naming_references(df, truth, tmp_path))],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -142,11 +157,12 @@ def test_fit_process_under_dagster_pipes(tmp_path):
     from atlas_assets.model.fit_process import write_table
     from atlas_assets.model.simulate import simulate_panel
 
-    df, _ = simulate_panel(n_models=25, n_families=6, target_obs=130, seed=12)
+    df, truth = simulate_panel(n_models=25, n_families=6, target_obs=130, seed=12)
     write_table(df, tmp_path / "obs")
     out = tmp_path / "fit"
     cmd = [sys.executable, "-m", "atlas_assets.model.fit_process", "--observations", str(tmp_path / "obs.parquet"),
-           "--out", str(out), "--chains", "2", "--warmup", "120", "--draws", "80", "--seed", "2"]
+           "--out", str(out), "--chains", "2", "--warmup", "120", "--draws", "80", "--seed", "2",
+           "--config", str(config_naming_references(df, truth, tmp_path))]
 
     @dg.asset
     def capability_fit(context: dg.AssetExecutionContext, pipes: dg.PipesSubprocessClient):
