@@ -48,6 +48,21 @@ def replace_rows(
     return len(frame)
 
 
+def replace_tables(conn: duckdb.DuckDBPyConnection, tables: dict[str, pd.DataFrame]) -> None:
+    """Replace several output tables (each taking its frame's columns) in ONE transaction: a failure
+    part-way leaves every one of them as it was, so readers never see scores from two fits."""
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        for table, frame in tables.items():
+            conn.register("incoming_frame", frame)
+            conn.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM incoming_frame")
+            conn.unregister("incoming_frame")
+        conn.execute("COMMIT")
+    except Exception:
+        conn.execute("ROLLBACK")
+        raise
+
+
 def count_by(conn: duckdb.DuckDBPyConnection, table: str, column: str) -> dict[str, int]:
     rows = conn.execute(f'SELECT coalesce(CAST("{column}" AS VARCHAR), \'(null)\'), count(*) FROM {table} GROUP BY 1 ORDER BY 2 DESC').fetchall()
     return {str(key): int(count) for key, count in rows}

@@ -43,7 +43,7 @@ def test_every_asset_has_a_check_and_blocking_checks_exist():
     graph = defs.resolve_asset_graph()
     checked = {key.asset_key for key in graph.asset_check_keys}
     for key in graph.get_all_asset_keys():
-        if graph.get(key).group_name in {"ingest", "registry", "clean"}:
+        if graph.get(key).group_name in {"ingest", "registry", "clean", "model"}:
             assert key in checked, f"{key.to_user_string()} has no asset check"
 
 

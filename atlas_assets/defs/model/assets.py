@@ -3,8 +3,11 @@
 The fit runs through Dagster Pipes in a subprocess: PyStan leaves worker processes that
 would keep a Dagster step process alive, and a subprocess also streams the sampler's
 progress into the run log. Each fit lives in a folder named by the fingerprint of its
-data and specification; an unchanged fingerprint reuses the finished fit instead of
-sampling again, and a fit is only moved into place when it completed.
+data and specification (atlas_assets/spec.py: SQL, Stan, config, the package's code,
+library versions); an unchanged fingerprint reuses the finished fit instead of sampling
+again. Only a fit that completed AND passed every convergence gate is moved into its
+final folder; a failing one is kept beside it as `<name>.failed` for inspection, is
+never reused, and nothing publishes from it (atlas_assets/model/publishable.py).
 """
 
 import json
@@ -17,9 +20,17 @@ import pandas as pd
 from dagster_duckdb import DuckDBResource
 
 from atlas_assets import settings
+from atlas_assets.model.diagnostics import failure_reasons
 from atlas_assets.model.stan_data import build_stan_data, load_model_config
-from atlas_assets.spec import frame_hash, specification_fingerprint
-from atlas_assets.storage import replace_rows
+from atlas_assets.model.publishable import UnpublishableFit, require_publishable_fit
+from atlas_assets.spec import (
+    changed_files,
+    frame_hash,
+    manifest_fingerprint,
+    specification_fingerprint,
+    specification_manifest,
+)
+from atlas_assets.storage import replace_rows, replace_tables
 
 SCORE_TABLES = {
     "state_scores": "capability_state_scores",
@@ -71,10 +82,12 @@ def stan_data(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.M
     config = load_model_config()
     stan_input = build_stan_data(observations, config)
     data_hash = frame_hash(observations, ["model", "reasoning_state", "family"])
-    spec_hash = specification_fingerprint()
+    manifest = specification_manifest()
+    spec_hash = manifest_fingerprint(manifest)
     folder = model_dir() / "inputs" / f"{data_hash[:16]}-{spec_hash[:16]}"
     folder.mkdir(parents=True, exist_ok=True)
     observations.to_csv(folder / "modeled_observations.csv", index=False)
+    (folder / "specification.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
     with duckdb.get_connection() as conn:
         replace_rows(conn, "model_index_states", stan_input.states, create=True)
         replace_rows(conn, "model_index_models", stan_input.models, create=True)
@@ -85,6 +98,8 @@ def stan_data(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.M
         metadata={
             "data_sha256": data_hash,
             "spec_sha256": spec_hash,
+            "specification_parts": dg.MetadataValue.json({part: manifest_fingerprint({part: files})[:12]
+                                                          for part, files in manifest.items()}),
             "observations_path": dg.MetadataValue.path(str(folder / "modeled_observations.csv")),
             "observations": data["N"],
             "models": data["M"],
@@ -123,14 +138,25 @@ def capability_fit(
     final = model_dir() / "fits" / name
     common = {"fit_dir": dg.MetadataValue.path(str(final)), **fingerprint, "sampler_settings": dg.MetadataValue.json(run_settings)}
 
+    manifest = json.loads((observations_path.parent / "specification.json").read_text())
+    previous = _previous_fit_dir(context)
+    previous_manifest = _read_json(previous / "specification.json") if previous else None
+    changes = changed_files(previous_manifest, manifest)
+    common["spec_changes_since_last_fit"] = dg.MetadataValue.json(changes)
+    if changes:
+        context.log.info(f"specification changed since the last fit: {changes}")
+
     if (final / "fit_summary.json").exists() and not config.force_refit:
         summary = json.loads((final / "fit_summary.json").read_text())
         context.log.info(f"data and specification unchanged: reusing the fit in {final}")
         return dg.MaterializeResult(metadata={**common, "reused": True, "engine": summary["engine"], "passes": summary["passes"]})
 
     staging = final.with_name(name + ".partial")
+    failed = final.with_name(name + ".failed")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
+    (staging / "fingerprint.json").write_text(json.dumps(fingerprint))
+    (staging / "specification.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
     command = [sys.executable, "-m", "atlas_assets.model.fit_process", "--observations", str(observations_path), "--out", str(staging)]
     for key, value in overrides.get("sampler", {}).items():
         command += [f"--{key}", str(value)]
@@ -138,10 +164,27 @@ def capability_fit(
     result = pipes_subprocess_client.run(command=command, context=context).get_materialize_result()
     if not (staging / "fit_summary.json").exists():
         raise dg.Failure(f"the fit process ended without writing {staging / 'fit_summary.json'}")
-    shutil.rmtree(final, ignore_errors=True)
-    staging.rename(final)
-    summary = json.loads((final / "fit_summary.json").read_text())
-    return dg.MaterializeResult(metadata={**result.metadata, **common, "reused": False, "out_dir": str(final), "engine": summary["engine"]})
+    summary = json.loads((staging / "fit_summary.json").read_text())
+    # Only a passing fit takes the final name (and can be reused); a failing one is kept for inspection.
+    destination = final if summary["passes"] is True else failed
+    shutil.rmtree(destination, ignore_errors=True)
+    staging.rename(destination)
+    if destination == failed:
+        context.log.warning(f"the fit FAILED its convergence gates; kept in {failed}, nothing will publish from it")
+    common["fit_dir"] = dg.MetadataValue.path(str(destination))
+    return dg.MaterializeResult(metadata={**result.metadata, **common, "reused": False, "out_dir": str(destination),
+                                          "engine": summary["engine"], "passes": summary["passes"]})
+
+
+def _read_json(path: Path) -> dict | None:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _previous_fit_dir(context: dg.AssetExecutionContext) -> Path | None:
+    event = context.instance.get_latest_materialization_event(dg.AssetKey("capability_fit"))
+    if event is None or event.asset_materialization is None or "fit_dir" not in event.asset_materialization.metadata:
+        return None
+    return Path(event.asset_materialization.metadata["fit_dir"].value)
 
 
 def _fit_dir(context: dg.AssetExecutionContext) -> Path:
@@ -161,11 +204,12 @@ def _fit_dir(context: dg.AssetExecutionContext) -> Path:
 def fit_diagnostics(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
     fit_dir = _fit_dir(context)
     diagnostics = json.loads((fit_dir / "diagnostics.json").read_text())
+    failures = failure_reasons(diagnostics)
     rows = pd.DataFrame([
-        {"metric": metric, "value": diagnostics[metric], "threshold": diagnostics["thresholds"][threshold],
-         "passes": diagnostics["checks"][check]}
+        {"metric": metric, "value": diagnostics.get(metric), "threshold": diagnostics["thresholds"][threshold],
+         "passes": bool(diagnostics["checks"].get(check, False)), "detail": failures.get(check)}
         for metric, threshold, check in DIAGNOSTIC_GATES
-    ])
+    ]).astype({"value": "float64", "detail": "string"})
     rows["fit_dir"] = str(fit_dir)
     with duckdb.get_connection() as conn:
         replace_rows(conn, "fit_diagnostics", rows, create=True)
@@ -175,6 +219,7 @@ def fit_diagnostics(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -
             "passes": bool(diagnostics["passes"]),
             "engine": diagnostics.get("engine", "unknown"),
             "diagnostics": dg.MetadataValue.md(rows.drop(columns=["fit_dir"]).to_markdown(index=False)),
+            "failing_gates": dg.MetadataValue.json(failures),
             "worst_rhat": dg.MetadataValue.json(diagnostics.get("worst_rhat")),
             "worst_ess_bulk": dg.MetadataValue.json(diagnostics.get("worst_ess_bulk")),
             "mean_tree_depth": diagnostics.get("mean_tree_depth"),
@@ -192,13 +237,17 @@ def fit_diagnostics(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -
 )
 def capability_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
     fit_dir = _fit_dir(context)
+    try:
+        require_publishable_fit(fit_dir, specification_fingerprint())
+    except UnpublishableFit as refusal:
+        raise dg.Failure(description=str(refusal)) from None
     from atlas_assets.model.fit_process import read_table
 
     tables = {table: read_table(fit_dir / f"{stem}.parquet") for stem, table in SCORE_TABLES.items()}
     with duckdb.get_connection() as conn:
-        for table, frame in tables.items():
-            replace_rows(conn, table, frame, create=True)
+        replace_tables(conn, tables)  # all four or none
     models = tables["capability_model_scores"]
+    unranked = models.loc[models.headline_status != "published", ["model", "headline_status"]]
     top = models.sort_values("display_mean", ascending=False).head(15)[
         ["model", "headline_state", "display_mean", "display_lower", "display_upper", "p_rank1", "n_families"]
     ]
@@ -206,6 +255,8 @@ def capability_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource)
         metadata={
             "fit_dir": dg.MetadataValue.path(str(fit_dir)),
             "models": len(models),
+            "models_without_headline": len(unranked),
+            "without_headline": dg.MetadataValue.md(unranked.head(30).to_markdown(index=False)),
             "states": len(tables["capability_state_scores"]),
             "top_models": dg.MetadataValue.md(top.to_markdown(index=False)),
             "reasoning_effects": dg.MetadataValue.md(tables["reasoning_effects"].to_markdown(index=False)),
