@@ -52,9 +52,14 @@ def _grain(stage: str) -> list[str]:
 
 
 def table_suites(stage: str) -> list[TableSuite]:
-    """GX expectations per stage: keys non-null and unique at the grain, value domains, u in [0,1]."""
+    """GX expectations per stage: at least one row (an empty stage table is a broken chain, not
+    a table every expectation holds on), keys non-null and unique at the grain, value domains,
+    u in [0,1]."""
     keys = _grain(stage)
-    not_null = [Expectation("ExpectColumnValuesToNotBeNull", column=c) for c in keys if c != "harness"]
+    not_null = [
+        Expectation("ExpectTableRowCountToBeBetween", min_value=1),
+        *[Expectation("ExpectColumnValuesToNotBeNull", column=c) for c in keys if c != "harness"],
+    ]
     if stage in ("oriented_scores", "screened_scores"):
         suite = [
             *not_null,
@@ -159,7 +164,7 @@ def ledger_complete(conn: duckdb.DuckDBPyConnection) -> Verdict:
     ).fetchone()[0]
     failing = [name for name, verdict in per_stage.items() if not verdict.passed]
     return Verdict(
-        not failing and accounted == raw_rows,
+        not failing and raw_rows > 0 and accounted == raw_rows,
         {
             "raw_rows": raw_rows,
             "raw_rows_accounted": accounted,
@@ -234,15 +239,17 @@ def coverage_holds(conn: duckdb.DuckDBPyConnection, config: CleaningConfig) -> V
                (SELECT rows_removed FROM audit_coverage_iterations ORDER BY iteration DESC LIMIT 1) AS last_round_removed,
                (SELECT count(*) FROM audit_coverage_iterations) AS iterations,
                (SELECT count(*) FROM fam) AS families,
-               (SELECT count(*) FROM mdl) AS models
+               (SELECT count(*) FROM mdl) AS models,
+               (SELECT count(*) FROM modeled_observations) AS "rows"
         """,
         [config.min_models_per_family, config.zero_variance_epsilon, config.min_families_per_model],
     ).fetchone()
     names = ("thin_families", "constant_families", "thin_models", "unstandardized_rating_families",
-             "last_round_removed", "iterations", "families", "models")
+             "last_round_removed", "iterations", "families", "models", "rows")
     data = {k: (int(v) if v is not None else 0) for k, v in zip(names, row)}
     passed = (
-        data["thin_families"] == 0 and data["constant_families"] == 0 and data["thin_models"] == 0
+        data["rows"] > 0 and data["iterations"] > 0  # an empty output holds every threshold vacuously
+        and data["thin_families"] == 0 and data["constant_families"] == 0 and data["thin_models"] == 0
         and data["unstandardized_rating_families"] == 0 and data["last_round_removed"] == 0
     )
     return Verdict(passed, data)

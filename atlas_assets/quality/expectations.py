@@ -73,6 +73,12 @@ def run_suite(frame: pd.DataFrame, expectations: list[Expectation], suite_name: 
     return outcomes
 
 
+def _failure(outcome: dict[str, Any]) -> str:
+    if outcome["unexpected_count"] is None:  # table-level expectation (row count): the observed value
+        return f"{outcome['expectation']}: observed {outcome['examples']}"
+    return f"{outcome['expectation']}: {outcome['unexpected_count']} unexpected, e.g. {outcome['examples']}"
+
+
 def validate_frame(
     frame: pd.DataFrame,
     expectations: list[Expectation],
@@ -96,7 +102,6 @@ def validate_frame(
             "expectations": len(outcomes),
             "failed_expectations": len(failed),
             "results": table,
-            "failures": "; ".join(f"{o['expectation']}: {o['unexpected_count']} unexpected, e.g. {o['examples']}" for o in failed)
-            or "none",
+            "failures": "; ".join(_failure(o) for o in failed) or "none",
         },
     )

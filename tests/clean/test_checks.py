@@ -157,3 +157,39 @@ def test_a_failing_blocking_check_stops_what_is_downstream(tmp_path, monkeypatch
     assert evaluations["modeled_observations_coverage"].severity == dg.AssetCheckSeverity.ERROR
     materialized = {event.asset_key.to_user_string() for event in result.get_asset_materialization_events()}
     assert "modeled_observations" in materialized and "audit_exclusions" not in materialized
+
+
+# --- issue 7 item 16: an empty stage table fails its checks instead of passing vacuously ---------
+
+
+def test_coverage_check_fails_on_an_empty_modeled_observations(chained):
+    chained.execute("DELETE FROM modeled_observations")
+    verdict = verify.coverage_holds(chained, CONFIG)
+    assert not verdict.passed and verdict.metadata["rows"] == 0
+
+
+def test_ledger_check_fails_when_there_is_nothing_to_account_for():
+    conn = Panel().connect()
+    run_chain(conn, CONFIG)
+    assert not verify.ledger_complete(conn).passed
+
+
+@pytest.mark.parametrize("stage", STAGE_NAMES)
+def test_every_stage_suite_fails_on_an_empty_table(chained, stage):
+    from atlas_assets.quality.expectations import validate_frame
+
+    chained.execute(f"DELETE FROM {stage}")
+    suites = verify.table_suites(stage)
+    results = [validate_frame(chained.execute(s.query).df(), s.expectations, suite_name=f"{stage}_{i}")
+               for i, s in enumerate(suites)]
+    assert not all(r.passed for r in results)
+    assert "ExpectTableRowCountToBeBetween(min_value=1): observed 0" in results[0].metadata["failures"].value
+
+
+def test_every_stage_suite_passes_on_the_clean_run(chained):
+    from atlas_assets.quality.expectations import validate_frame
+
+    for stage in STAGE_NAMES:
+        for i, s in enumerate(verify.table_suites(stage)):
+            result = validate_frame(chained.execute(s.query).df(), s.expectations, suite_name=f"{stage}_{i}")
+            assert result.passed, (stage, result.metadata["failures"])
