@@ -4,6 +4,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
+# CmdStan for the cmdstanpy engine: an existing one, else install_cmdstan() (network), else built from
+# ../shared/tools/cmdstan into .cmdstan/ (~2-3 min once), else none (PyStan). The stamp records which;
+# it is redone when the setup script or ../shared's assemble.sh changes (`make cmdstan` redoes it now).
+CMDSTAN_STAMP := .cmdstan/setup.json
+CMDSTAN_SOURCES := $(wildcard $(abspath $(CURDIR)/../shared/tools/cmdstan/assemble.sh))
+
 # A project-local Dagster instance: run history, schedules and logs persist in .dagster_home/.
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 # Offline runs read sources from the mirror beside the checkout when it exists (https://HOST/PATH -> mirror/HOST/PATH).
@@ -13,15 +19,21 @@ ATLAS_MIRROR := $(if $(wildcard $(MIRROR_BESIDE)),$(MIRROR_BESIDE),)
 endif
 export ATLAS_MIRROR
 
-.PHONY: setup instance run test dev bench clean-state
+.PHONY: setup cmdstan instance run test dev bench clean-state
 
-setup: $(VENV)/.synced
+setup: $(VENV)/.synced $(CMDSTAN_STAMP)
 
 # uv resolves exactly what uv.lock pins; it is installed into the user's Python when missing.
 $(VENV)/.synced: pyproject.toml uv.lock
 	@$(PYTHON) -m uv --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check uv
 	$(PYTHON) -m uv sync --frozen --python $(PYTHON)
 	@touch $@
+
+$(CMDSTAN_STAMP): atlas_assets/model/cmdstan_setup.py $(CMDSTAN_SOURCES) | $(VENV)/.synced
+	$(BIN)/python atlas_assets/model/cmdstan_setup.py --stamp $@
+
+cmdstan: $(VENV)/.synced
+	$(BIN)/python atlas_assets/model/cmdstan_setup.py --stamp $(CMDSTAN_STAMP)
 
 instance:
 	@mkdir -p $(DAGSTER_HOME)
