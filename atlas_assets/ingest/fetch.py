@@ -85,8 +85,6 @@ def utc_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-_now = utc_now
-
 
 class SourceFetcher(dg.ConfigurableResource):
     """Retrieves source files with provenance; configured from the environment by default."""
@@ -117,7 +115,7 @@ class SourceFetcher(dg.ConfigurableResource):
                 content, record = self._download(url, previous)
         except FetchError as error:
             # A failed attempt is history too: without it the last success looks like the latest news.
-            error.attempt = FetchRecord(url=url, retrieved_at=_now(), sha256="", bytes=0,
+            error.attempt = FetchRecord(url=url, retrieved_at=utc_now(), sha256="", bytes=0,
                                         origin="mirror" if self.mirror else "live", status=error.status, error=str(error))
             store.record(error.attempt)
             raise
@@ -148,7 +146,7 @@ class SourceFetcher(dg.ConfigurableResource):
         if size > self.max_bytes:
             raise FetchError(f"{url}: mirror file {path} is {size} bytes, over the {self.max_bytes}-byte cap")
         content = path.read_bytes()
-        return content, FetchRecord(url=url, retrieved_at=_now(), sha256="", bytes=0, origin="mirror")
+        return content, FetchRecord(url=url, retrieved_at=utc_now(), sha256="", bytes=0, origin="mirror")
 
     def _download(self, url: str, previous: FetchRecord | None) -> tuple[bytes, FetchRecord]:
         headers = {"User-Agent": USER_AGENT}
@@ -183,7 +181,7 @@ class SourceFetcher(dg.ConfigurableResource):
     def _read_response(self, url: str, response: httpx.Response) -> tuple[bytes, FetchRecord]:
         record = FetchRecord(
             url=url,
-            retrieved_at=_now(),
+            retrieved_at=utc_now(),
             sha256="",
             bytes=0,
             origin="live",

@@ -167,3 +167,52 @@ def test_cli_materializes_ingest_with_the_project_instance(atlas_env, tmp_path):
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     assert Database().execute("SELECT count(*) FROM raw_scores").fetchone()[0] > 3000
     assert "RUN_SUCCESS" in completed.stdout + completed.stderr
+
+
+def test_broken_real_mirror_loses_nothing_and_invents_nothing(atlas_env, tmp_path):
+    """Issue 7 items 10, 13, 14 on the real sources: SWE-bench boards emptied, one Epoch file without its
+    'Model version' column, another header-only; the rows in use stay those of the last good run."""
+    import io
+    import json
+    import zipfile
+
+    materialize_ingest()  # a good run first
+    conn = Database()
+    before = dict(conn.execute("SELECT file, count(*) FROM raw_scores GROUP BY 1").fetchall())
+    ids_before = conn.execute("SELECT row_key, model_id FROM raw_scores WHERE file = 'arc_agi_external.csv' ORDER BY 1").fetchall()
+
+    broken = tmp_path / "broken_mirror"
+    source = zipfile.ZipFile(EPOCH_ZIP)
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as target:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename.endswith("arc_agi_external.csv"):
+                data = data.replace(b"Model version,", b"Model,", 1)  # the identifier column renamed
+            elif info.filename.endswith("arc_agi_2_external.csv"):
+                data = data.splitlines(keepends=True)[0]  # header only
+            target.writestr(info, data)
+    (broken / "epoch.ai" / "data").mkdir(parents=True)
+    (broken / "epoch.ai" / "data" / "benchmark_data.zip").write_bytes(buffer.getvalue())
+    document = json.loads(SWE_JSON.read_bytes())
+    for board in document["leaderboards"]:
+        board["results"] = []
+    swe_target = broken / SWE_JSON.relative_to(MIRROR)
+    swe_target.parent.mkdir(parents=True)
+    swe_target.write_text(json.dumps(document))
+    os.environ["ATLAS_MIRROR"] = str(broken)
+    result = materialize_ingest()
+
+    assert result.success
+    after = dict(conn.execute("SELECT file, count(*) FROM raw_scores GROUP BY 1").fetchall())
+    assert after == before
+    assert conn.execute("SELECT row_key, model_id FROM raw_scores WHERE file = 'arc_agi_external.csv' ORDER BY 1").fetchall() == ids_before
+    evaluations = {(e.asset_key.to_user_string(), e.check_name): e for e in result.get_asset_check_evaluations()}
+    swe_fresh = evaluations[("swe_bench_scores", "fresh_download_parsed")]
+    assert not swe_fresh.passed and "yields 0 score rows against 322" in swe_fresh.metadata["error"].value
+    files = evaluations[("epoch_hub_scores", "every_file_read")]
+    assert not files.passed
+    assert "arc_agi_external.csv" in files.metadata["unreadable_files"].value
+    assert "arc_agi_2_external.csv" in files.metadata["unreadable_files"].value
+    blocking_failures = [key for key, e in evaluations.items() if not e.passed and e.severity == dg.AssetCheckSeverity.ERROR]
+    assert blocking_failures == []
