@@ -12,6 +12,9 @@ Writes under DIR:
     family_parameters.*     score tables (scores.py)
     index_states.csv, index_models.csv, index_families.csv,
     index_observations.csv  the index maps naming every Stan parameter
+    modeled_observations.csv, model_config.json
+                            the exact inputs, so a fit folder is self-contained
+                            (`load_fit` rebuilds everything from it)
     fit_summary.json        the small dict also reported as metadata
 
 Launched by `dagster.PipesSubprocessClient` it reports progress through
@@ -31,6 +34,7 @@ import json
 import logging
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -63,6 +67,30 @@ def read_table(path: str | Path) -> pd.DataFrame:
         return con.execute("SELECT * FROM read_parquet(?)", [str(path)]).df()
     finally:
         con.close()
+
+
+@dataclass
+class LoadedFit:
+    """A finished fit folder read back: posterior, the Stan input it was fitted to, its config and
+    display scale. What every downstream output and validation study starts from."""
+
+    fit_dir: Path
+    idata: Any
+    stan_input: Any
+    config: dict
+    scale: Any
+
+
+def load_fit(fit_dir: str | Path) -> LoadedFit:
+    """Read a fit folder written by `run_fit` (callers check `publishable.require_publishable_fit` first)."""
+    import arviz as az
+
+    fit_dir = Path(fit_dir)
+    config = json.loads((fit_dir / "model_config.json").read_text())
+    observations = pd.read_csv(fit_dir / "modeled_observations.csv")
+    stan_input = build_stan_data(observations, config)
+    idata = az.from_netcdf(str(fit_dir / "posterior.nc"))
+    return LoadedFit(fit_dir, idata, stan_input, config, make_display_scale(idata, stan_input, config))
 
 
 def write_table(df: pd.DataFrame, stem: Path) -> None:
@@ -101,6 +129,8 @@ def run_fit(
     d = si.data
     log(f"data: {d['N']} observations, {d['M']} models ({d['M_ref']} with a default state), "
         f"{d['S']} states, {d['J']} families")
+    obs.to_csv(out / "modeled_observations.csv", index=False)
+    (out / "model_config.json").write_text(json.dumps(cfg, indent=1, default=_json_default))
     si.states.to_csv(out / "index_states.csv", index=False)
     si.models.to_csv(out / "index_models.csv", index=False)
     si.families.to_csv(out / "index_families.csv", index=False)

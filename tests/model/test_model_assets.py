@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from atlas_assets.model.simulate import SMALL_SIZE, simulate_panel, simulated_references
+from atlas_assets.model.fit_process import load_fit
 from atlas_assets.model.stan_data import load_model_config
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -84,6 +85,10 @@ def test_cli_fit_publishes_scores_then_reuses_the_fit_and_a_failing_fit_publishe
     fits = sorted((home / "model" / "fits").iterdir())
     assert len(fits) == 1 and (fits[0] / "posterior.nc").exists()
     assert json.loads((fits[0] / "fit_summary.json").read_text())["engine"] == "pystan"
+    # a fit folder is self-contained: its posterior, inputs and display scale read back
+    loaded = load_fit(fits[0])
+    assert len(loaded.stan_input.states) == len(query(home, "SELECT * FROM capability_state_scores"))
+    assert loaded.idata.posterior.sizes["chain"] == 4
 
     # 2. Same data, same specification, same settings: the fit is reused, not sampled again.
     again = materialize(env, fit_config(seed=5), tmp_path)
