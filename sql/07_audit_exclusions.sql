@@ -44,7 +44,7 @@ CREATE TABLE IF NOT EXISTS audit_conflicts (
 -- Scores at exactly a declared bound, per benchmark with any (stage 2). `counted` are the hits a
 -- correct declaration makes rare (at the max; at the min only with a guessing floor); a benchmark
 -- with share = counted / n_scores above bounds_guard_max_share is `suspect`: excluded, and named
--- by the WARN check screened_scores_bounds_suspect.
+-- by the WARN check audit_bounds_suspect_benchmarks.
 CREATE TABLE IF NOT EXISTS audit_bounds (
     benchmark  VARCHAR NOT NULL,
     n_scores   INTEGER NOT NULL,   -- scores the row-level rules kept

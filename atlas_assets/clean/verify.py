@@ -221,6 +221,30 @@ def bounds_suspect_benchmarks(conn: duckdb.DuckDBPyConnection) -> Verdict:
     )
 
 
+def bounds_audit_consistent(conn: duckdb.DuckDBPyConnection, config: CleaningConfig) -> Verdict:
+    """audit_bounds agrees with the ledger: its suspect benchmarks are exactly those charged to
+    bounds_suspect, each with all its n_scores rows; counts add up and the flag follows the share."""
+    row = conn.execute(
+        """
+        WITH ledger AS (
+            SELECT benchmark, count(*) AS n FROM audit_exclusions
+            WHERE stage = 'screened_scores' AND reason = 'bounds_suspect' GROUP BY benchmark
+        )
+        SELECT
+          (SELECT count(*) FROM audit_bounds a FULL JOIN ledger l USING (benchmark)
+             WHERE coalesce(a.suspect, false) <> (l.benchmark IS NOT NULL)
+                OR (a.suspect AND a.n_scores <> l.n)) AS disagreements,
+          (SELECT count(*) FROM audit_bounds
+             WHERE counted > at_min + at_max OR at_min + at_max > n_scores
+                OR suspect <> (counted > $share * n_scores)) AS inconsistent,
+          (SELECT count(*) FROM audit_bounds WHERE suspect) AS suspect
+        """,
+        {"share": config.bounds_guard_max_share},
+    ).fetchone()
+    data = dict(zip(("disagreements_with_ledger", "inconsistent_rows", "suspect"), map(int, row)))
+    return Verdict(data["disagreements_with_ledger"] == 0 and data["inconsistent_rows"] == 0, data)
+
+
 def coverage_holds(conn: duckdb.DuckDBPyConnection, config: CleaningConfig) -> Verdict:
     """On modeled_observations: every family has enough models and varies; every model has enough
     families; the filter converged; ratings are standardized within family."""

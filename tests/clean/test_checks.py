@@ -113,7 +113,7 @@ def test_assets_and_checks_materialize_with_per_stage_metadata(tmp_path, monkeyp
     )
     assert result.success
     evaluations = {e.check_name: e for e in result.get_asset_check_evaluations()}
-    assert len(evaluations) == 28  # 27 + screened_scores_bounds_suspect (WARN)
+    assert len(evaluations) == 29  # 27 + audit_bounds_suspect_benchmarks (WARN) + audit_bounds_consistent
     # the asset applies the production thresholds (config/cleaning.yaml), which this fixture meets
     assert {name for name, e in evaluations.items() if not e.passed} == set()
     blocking = {name for name, e in evaluations.items() if e.severity == dg.AssetCheckSeverity.ERROR}

@@ -156,7 +156,7 @@ def test_real_zeros_stay_and_only_wrong_bounds_are_flagged(materialized):
     suspect = {r[0] for r in conn.execute("SELECT benchmark FROM audit_bounds WHERE suspect").fetchall()}
     assert "balrog_nethack" not in suspect and "arc_agi_2" not in suspect and "frontiermath_tier_4" not in suspect
     assert conn.execute("SELECT at_min FROM audit_bounds WHERE benchmark = 'balrog_nethack'").fetchone()[0] >= 10
-    warn = {e.check_name: e for e in result.get_asset_check_evaluations()}["screened_scores_bounds_suspect"]
+    warn = {e.check_name: e for e in result.get_asset_check_evaluations()}["audit_bounds_suspect_benchmarks"]
     assert warn.severity == dg.AssetCheckSeverity.WARN
     assert warn.passed == (not suspect)
     assert set(warn.metadata["suspect_benchmarks"].value.split(", ")) == (suspect or {"none"})

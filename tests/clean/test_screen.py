@@ -136,6 +136,11 @@ def test_a_suspect_benchmark_is_named_in_the_bounds_audit_and_the_warn_verdict()
     assert audit == [("capped", 5, 0, 2, 2, 0.4, True), ("zeros", 5, 3, 0, 0, 0.0, False)]
     verdict = verify.bounds_suspect_benchmarks(conn)
     assert not verdict.passed and verdict.metadata["suspect_benchmarks"] == "capped"
+    from .fixtures import LOOSE
+
+    assert verify.bounds_audit_consistent(conn, LOOSE).passed
+    conn.execute("UPDATE audit_bounds SET suspect = false")
+    assert not verify.bounds_audit_consistent(conn, LOOSE).passed
 
 
 def test_half_floor_guard_does_not_apply_where_half_the_floor_is_below_one_item():

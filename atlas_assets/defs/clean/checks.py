@@ -111,6 +111,12 @@ rule_checks = [
         lambda conn, config: verify.conflict_queue_complete(conn),
     ),
     build_sql_check(
+        "audit_bounds", "audit_bounds_consistent",
+        "The bounds audit's suspect benchmarks are exactly those whose scores the ledger charges to bounds_suspect, "
+        "with counts that add up.",
+        lambda conn, config: verify.bounds_audit_consistent(conn, config),
+    ),
+    build_sql_check(
         "audit_harness_spread", "audit_harness_spread_consistent",
         "The harness audit lists every state pooled from several configurations, with consistent n, ids and spread.",
         lambda conn, config: verify.harness_spread_consistent(conn),
@@ -123,7 +129,7 @@ rule_checks = [
 ]
 drift_checks = [
     build_sql_check(
-        "screened_scores", "screened_scores_bounds_suspect",
+        "audit_bounds", "audit_bounds_suspect_benchmarks",
         "WARN naming every benchmark excluded because more than bounds_guard_max_share of its scores sit at its "
         "declared max (or at its min where it has a guessing floor): its declared bounds need checking.",
         lambda conn, config: verify.bounds_suspect_benchmarks(conn), severity=WARN,
