@@ -5,7 +5,16 @@
               log=print, coords=None, dims=None, save_warmup=False) -> FitResult
 
 Engine selection: `engine` argument, else env ATLAS_STAN_ENGINE, else "auto":
-CmdStanPy when `cmdstanpy.cmdstan_path()` resolves, PyStan otherwise.
+CmdStanPy when a CmdStan installation is found, PyStan otherwise. Where
+CmdStan is looked for (`cmdstan_location()`), first found wins:
+  1. env CMDSTAN (an existing installation; honoured as is);
+  2. the project's own `.cmdstan/cmdstan-*` (env ATLAS_CMDSTAN_HOME moves it),
+     used only when `make setup` (atlas_assets/model/cmdstan_setup.py) finished
+     it -- then `cmdstanpy.set_cmdstan_path()` points CmdStanPy there, which also
+     sets CMDSTAN for child processes (the Dagster fit subprocess);
+  3. cmdstanpy's default, the newest `~/.cmdstan/cmdstan-*`.
+A candidate counts only with a `makefile` and an executable `bin/stanc`.
+`cmdstan_status()` says what was found or why nothing was; the fit log says it.
 
 Both engines return the same ArviZ InferenceData: `posterior` (every Stan
 parameter, transformed parameter and generated quantity, shaped
@@ -13,9 +22,11 @@ parameter, transformed parameter and generated quantity, shaped
 acceptance_rate, step_size, tree_depth, n_steps, diverging, energy.
 
 Compiled models are cached by the sha256 of the Stan source:
-- CmdStanPy: the source is copied to <cache>/<sha256[:16]>/<name>.stan and
-  compiled there once (cache dir: env ATLAS_STAN_CACHE, default
-  ~/.cache/atlas_stan).
+- CmdStanPy: the source is copied to <cache>/<sha256[:16]>-<build>/<name>.stan
+  and compiled there once (cache dir: env ATLAS_STAN_CACHE, default
+  ~/.cache/atlas_stan); <build> is a short hash of the CmdStan installation
+  (path and version), so an executable is never reused across CmdStan builds.
+  Concurrent compiles of one program wait for each other (a file lock).
 - PyStan: httpstan caches the compiled extension by a hash of the program
   code (httpstan.models.calculate_model_name); `FitResult.compiled_from_cache`
   reports whether that cache was hit.
@@ -75,11 +86,47 @@ def stan_source_hash(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
 
 
+def _stanc_ok(path: Path) -> bool:
+    return (path / "makefile").is_file() and os.access(path / "bin" / "stanc", os.X_OK)
+
+
+def cmdstan_location() -> tuple[str | None, str]:
+    """(CmdStan path or None, how it was found or why none was); see module doc."""
+    from atlas_assets.model.cmdstan_setup import default_cmdstan, project_cmdstan_home, project_local_cmdstan
+
+    env = os.environ.get("CMDSTAN")
+    local = project_local_cmdstan()
+    if env:
+        if not _stanc_ok(Path(env)):
+            return None, f"CMDSTAN={env} holds no makefile and bin/stanc"
+        same = local is not None and os.path.realpath(env) == os.path.realpath(local)
+        return env, "project-local (make setup)" if same else "env CMDSTAN"
+    if local is not None:
+        import cmdstanpy
+
+        cmdstanpy.set_cmdstan_path(str(local))  # also CMDSTAN, for child processes
+        return str(local), "project-local (make setup)"
+    default = default_cmdstan()
+    if default is not None and _stanc_ok(default):
+        return str(default), "cmdstanpy default (~/.cmdstan)"
+    return None, (f"CMDSTAN unset, no finished CmdStan in {project_cmdstan_home()} (run `make setup`), "
+                  "none in ~/.cmdstan")
+
+
+def cmdstan_status() -> str:
+    path, how = cmdstan_location()
+    return f"CmdStan {path} ({how})" if path else f"no CmdStan: {how}"
+
+
 def cmdstan_available() -> bool:
+    path, _ = cmdstan_location()
+    if path is None:
+        return False
     try:
         import cmdstanpy
 
-        cmdstanpy.cmdstan_path()
+        if os.path.normpath(cmdstanpy.cmdstan_path()) != os.path.normpath(path):
+            cmdstanpy.set_cmdstan_path(path)
         return True
     except Exception:
         return False
@@ -94,7 +141,7 @@ def select_engine(engine: str | None = "auto") -> str:
     if choice not in {"cmdstanpy", "pystan"}:
         raise ValueError(f"unknown Stan engine {choice!r}")
     if choice == "cmdstanpy" and not cmdstan_available():
-        raise RuntimeError("engine 'cmdstanpy' requested but no CmdStan installation was found")
+        raise RuntimeError(f"engine 'cmdstanpy' requested but {cmdstan_status()}")
     return choice
 
 
@@ -125,6 +172,7 @@ def fit_model(
         max_treedepth=max_treedepth, save_warmup=save_warmup,
     )
     log(f"engine: {chosen}; {chains} chains x ({warmup} warmup + {draws} draws), seed {seed}")
+    log(f"engine: {cmdstan_status()}" + ("" if chosen == "cmdstanpy" else "; PyStan runs the fit"))
     if chosen == "pystan":
         res = _fit_pystan(source, data, chains, warmup, draws, seed, init, adapt_delta,
                           max_treedepth, log, save_warmup)
@@ -371,24 +419,43 @@ def cmdstan_cache_dir() -> Path:
     return Path(os.environ.get("ATLAS_STAN_CACHE", Path.home() / ".cache" / "atlas_stan"))
 
 
-def _fit_cmdstanpy(stan_path, source, data, chains, warmup, draws, seed, init, adapt_delta,
-                   max_treedepth, log, save_warmup, parallel_chains):
-    import tempfile
+def cmdstan_build_id() -> str:
+    """Short hash of the CmdStan installation in use (real path and version)."""
+    import cmdstanpy
+
+    path = os.path.realpath(cmdstanpy.cmdstan_path())
+    version = ".".join(map(str, cmdstanpy.cmdstan_version() or ()))
+    return hashlib.sha256(f"{path}\n{version}".encode()).hexdigest()[:8]
+
+
+def cmdstan_executable(stan_path: Path, source: str, log: LogFn = _noop):
+    """(CmdStanModel, compile seconds, from cache): compiled once per source hash and CmdStan build."""
+    import fcntl
 
     import cmdstanpy
 
     digest = stan_source_hash(source)
-    cache = cmdstan_cache_dir() / digest[:16]
+    cache = cmdstan_cache_dir() / f"{digest[:16]}-{cmdstan_build_id()}"
     cache.mkdir(parents=True, exist_ok=True)
     cached_src = cache / stan_path.name
-    if not cached_src.exists():
-        cached_src.write_text(source)
     exe = cached_src.with_suffix("")
-    cached = exe.exists()
-    log("CmdStanPy: executable found in cache" if cached else "CmdStanPy: compiling")
     t0 = time.perf_counter()
-    model = cmdstanpy.CmdStanModel(stan_file=str(cached_src), exe_file=str(exe) if cached else None)
-    compile_s = time.perf_counter() - t0
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process compiling the same program: wait for it
+        if not cached_src.exists() or cached_src.read_text() != source:
+            cached_src.write_text(source)
+        cached = exe.exists()
+        log("CmdStanPy: executable found in cache" if cached else f"CmdStanPy: compiling into {cache}")
+        model = cmdstanpy.CmdStanModel(stan_file=str(cached_src), exe_file=str(exe) if cached else None)
+    return model, time.perf_counter() - t0, cached
+
+
+def _fit_cmdstanpy(stan_path, source, data, chains, warmup, draws, seed, init, adapt_delta,
+                   max_treedepth, log, save_warmup, parallel_chains):
+    import tempfile
+
+    model, compile_s, cached = cmdstan_executable(stan_path, source, log)
+    log(f"CmdStanPy: {'cached executable' if cached else 'compile took'} {compile_s:.1f}s")
 
     out_dir = Path(tempfile.mkdtemp(prefix="atlas_cmdstan_"))
     stop = threading.Event()

@@ -1,5 +1,8 @@
-"""Engines: PyStan path end to end, caching, selection; CmdStanPy when present;
-the fit_process CLI exits cleanly (PyStan workers shut down)."""
+"""Engines: PyStan path end to end, caching, selection; CmdStanPy for real where
+`make setup` built (or found) CmdStan -- same-seed reproducibility, the same
+posterior format as PyStan, auto-selection of the project-local CmdStan; the
+setup script's fallbacks; the fit_process CLI exits cleanly (PyStan workers
+shut down)."""
 
 import json
 import os
@@ -11,8 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from atlas_assets.model import cmdstan_setup
 from atlas_assets.model.engines import (
     cmdstan_available,
+    cmdstan_location,
     fit_model,
     pystan_is_cached,
     select_engine,
@@ -20,6 +25,18 @@ from atlas_assets.model.engines import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+SETUP_STAMP = ROOT / ".cmdstan" / "setup.json"
+
+
+def require_cmdstan():
+    """Skip only where setup found and built no CmdStan; where it did, a missing one is a failure."""
+    if cmdstan_available():
+        return
+    stamp = json.loads(SETUP_STAMP.read_text()) if SETUP_STAMP.exists() else {}
+    if stamp.get("engine") == "cmdstanpy" or os.environ.get("ATLAS_REQUIRE_CMDSTAN") == "1":
+        pytest.fail(f"make setup provided CmdStan ({stamp.get('cmdstan')}) but the engine cannot find it: "
+                    f"{cmdstan_location()[1]}")
+    pytest.skip(f"no CmdStan on this machine (make setup: {stamp.get('tried') or 'not run'})")
 
 # fixed text: httpstan caches the build by a hash of exactly this program
 TINY = """// atlas engine test program
@@ -93,15 +110,175 @@ def test_pystan_fit_and_cache(tiny):
 
 @pytest.mark.cmdstan
 def test_cmdstanpy_fit(tiny):
-    if not cmdstan_available():
-        pytest.skip("CmdStan is not installed on this machine")
+    require_cmdstan()
     path, data = tiny
-    res = fit_model(path, data, chains=2, warmup=200, draws=150, seed=3, engine="cmdstanpy")
+    lines = []
+    res = fit_model(path, data, chains=2, warmup=200, draws=150, seed=3, engine="cmdstanpy", log=lines.append)
     assert res.engine == "cmdstanpy"
     assert res.idata.posterior["y_rep"].shape == (2, 150, 12)
     assert SAMPLE_STATS <= set(res.idata.sample_stats.data_vars)
+    assert res.n_gradient_evals == int(res.idata.sample_stats["n_steps"].sum())
+    assert abs(float(res.idata.posterior["mu"].mean()) - data["y"].mean()) < 1.0
+    assert any("CmdStan" in line for line in lines)
     again = fit_model(path, data, chains=1, warmup=50, draws=50, seed=3, engine="cmdstanpy")
     assert again.compiled_from_cache
+    assert again.compile_seconds < 10, again.compile_seconds
+
+
+@pytest.mark.cmdstan
+def test_cmdstanpy_same_seed_identical_draws(tiny):
+    """Same program, data, seed and build: bit-identical draws and sampler stats; another seed differs."""
+    require_cmdstan()
+    path, data = tiny
+    kw = dict(chains=2, warmup=150, draws=100, engine="cmdstanpy", save_warmup=True)
+    a = fit_model(path, data, seed=11, **kw)
+    b = fit_model(path, data, seed=11, **kw)
+    assert b.compiled_from_cache and a.stan_sha256 == b.stan_sha256
+    for group in ("posterior", "sample_stats", "warmup_sample_stats"):
+        ga, gb = a.idata[group], b.idata[group]
+        assert set(ga.data_vars) == set(gb.data_vars)
+        for name in ga.data_vars:
+            np.testing.assert_array_equal(ga[name].values, gb[name].values, err_msg=f"{group}.{name}")
+    c = fit_model(path, data, seed=12, **kw)
+    assert not np.array_equal(a.idata.posterior["mu"].values, c.idata.posterior["mu"].values)
+
+
+@pytest.mark.cmdstan
+@pytest.mark.slow
+def test_cmdstanpy_and_pystan_give_the_same_format(tiny):
+    """One posterior format: variables, dims, coords, shapes and sample_stats names and dtypes match."""
+    require_cmdstan()
+    path, data = tiny
+    kw = dict(chains=2, warmup=100, draws=80, seed=5, save_warmup=True,
+              dims={"y_rep": ["obs"]}, coords={"obs": list(range(12))})
+    try:
+        ps = fit_model(path, data, engine="pystan", **kw)
+    finally:
+        shutdown_pystan_workers()
+    cs = fit_model(path, data, engine="cmdstanpy", **kw)
+    assert (ps.engine, cs.engine) == ("pystan", "cmdstanpy")
+    assert set(ps.idata.groups()) == set(cs.idata.groups())
+    for group in ps.idata.groups():
+        gp, gc = ps.idata[group], cs.idata[group]
+        assert set(gp.data_vars) == set(gc.data_vars), group
+        assert dict(gp.sizes) == dict(gc.sizes), group
+        for name in gp.data_vars:
+            assert gp[name].dims == gc[name].dims, (group, name)
+            assert gp[name].dtype == gc[name].dtype, (group, name, gp[name].dtype, gc[name].dtype)
+        for coord in gp.coords:
+            np.testing.assert_array_equal(gp[coord].values, gc[coord].values)
+    assert set(cs.idata.sample_stats.data_vars) == SAMPLE_STATS
+    # the same posterior, up to Monte Carlo error
+    assert abs(float(ps.idata.posterior["mu"].mean()) - float(cs.idata.posterior["mu"].mean())) < 1.0
+
+
+def fake_cmdstan(folder: Path, *, ready: bool = True) -> Path:
+    """A stand-in CmdStan tree: makefile, a bin/stanc that answers --version, the setup's marker."""
+    folder.mkdir(parents=True)
+    (folder / "makefile").write_text("CMDSTAN_VERSION := 2.35.0\n")
+    (folder / "bin").mkdir()
+    stanc = folder / "bin" / "stanc"
+    stanc.write_text("#!/bin/sh\necho 'stanc3 v2.35.0 (Unix)'\n")
+    stanc.chmod(0o755)
+    if ready:
+        (folder / cmdstan_setup.READY).write_text("{}\n")
+    return folder
+
+
+@pytest.fixture
+def no_cmdstan_env(tmp_path, monkeypatch):
+    """CMDSTAN unset (restored afterwards), an empty HOME and project-local folder."""
+    monkeypatch.setenv("CMDSTAN", "")  # records the original, so teardown restores it
+    monkeypatch.delenv("CMDSTAN")
+    monkeypatch.delenv("ATLAS_STAN_ENGINE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ATLAS_CMDSTAN_HOME", str(tmp_path / "project_cmdstan"))
+    return tmp_path
+
+
+def test_auto_selection_finds_the_project_local_cmdstan(no_cmdstan_env, monkeypatch):
+    home = no_cmdstan_env / "project_cmdstan"
+    assert select_engine("auto") == "pystan"
+    assert "make setup" in cmdstan_location()[1]
+    fake_cmdstan(home / "cmdstan-2.35.0", ready=False)  # an interrupted build is never used
+    assert cmdstan_location()[0] is None and select_engine("auto") == "pystan"
+    (home / "cmdstan-2.35.0" / cmdstan_setup.READY).write_text("{}\n")
+    assert select_engine("auto") == "cmdstanpy"
+    path, how = cmdstan_location()
+    assert path == str(home / "cmdstan-2.35.0") and how.startswith("project-local")
+    assert os.environ["CMDSTAN"] == path  # set for CmdStanPy and the fit subprocess
+    monkeypatch.setenv("ATLAS_STAN_ENGINE", "pystan")  # the override still wins
+    assert select_engine("auto") == "pystan"
+
+
+def test_an_explicit_cmdstan_is_honoured_before_the_project_one(no_cmdstan_env, monkeypatch):
+    fake_cmdstan(no_cmdstan_env / "project_cmdstan" / "cmdstan-2.35.0")
+    other = fake_cmdstan(no_cmdstan_env / "elsewhere" / "cmdstan-2.36.0", ready=False)
+    monkeypatch.setenv("CMDSTAN", str(other))
+    assert cmdstan_location() == (str(other), "env CMDSTAN")
+    monkeypatch.setenv("CMDSTAN", str(no_cmdstan_env / "missing"))
+    assert cmdstan_location()[0] is None and select_engine("auto") == "pystan"
+    with pytest.raises(RuntimeError, match="CMDSTAN="):
+        select_engine("cmdstanpy")
+
+
+def test_the_real_project_local_cmdstan_is_selected(monkeypatch):
+    """Where make setup built CmdStan into the project, `engine: auto` resolves to it."""
+    local = cmdstan_setup.project_local_cmdstan()
+    if local is None:
+        require_cmdstan()  # fails where setup said it built one; skips where it built none
+        pytest.skip("CmdStan comes from outside the project here")
+    monkeypatch.setenv("CMDSTAN", "")
+    monkeypatch.delenv("CMDSTAN")
+    monkeypatch.delenv("ATLAS_STAN_ENGINE", raising=False)
+    assert select_engine("auto") == "cmdstanpy"
+    import cmdstanpy
+
+    assert os.path.realpath(cmdstanpy.cmdstan_path()) == os.path.realpath(local)
+
+
+def run_setup(tmp_path, **env):
+    stamp = tmp_path / "stamp.json"
+    base = {k: v for k, v in os.environ.items() if k != "CMDSTAN"}
+    base.update(HOME=str(tmp_path / "home"), ATLAS_CMDSTAN_HOME=str(tmp_path / "project_cmdstan"),
+                ATLAS_CMDSTAN_SOURCES=str(tmp_path / "no_shared"), ATLAS_CMDSTAN_DOWNLOAD="0")
+    base.update(env)
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, str(ROOT / "atlas_assets/model/cmdstan_setup.py"), "--stamp", str(stamp)],
+                          env=base, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(stamp.read_text()), proc.stdout, time.perf_counter() - t0
+
+
+def test_setup_without_shared_sources_falls_back_to_pystan(tmp_path):
+    result, out, seconds = run_setup(tmp_path)
+    assert result["engine"] == "pystan" and result["cmdstan"] is None
+    assert any("no_shared" in t for t in result["tried"]), result
+    assert "engine auto -> pystan" in out
+    assert seconds < 30
+    assert not list((tmp_path / "project_cmdstan").glob("cmdstan-*"))
+
+
+def test_setup_honours_an_existing_installation(tmp_path):
+    existing = fake_cmdstan(tmp_path / "mine" / "cmdstan-2.35.0", ready=False)
+    result, out, _ = run_setup(tmp_path, CMDSTAN=str(existing))
+    assert result == {**result, "engine": "cmdstanpy", "cmdstan": str(existing), "source": "CMDSTAN"}
+    default = fake_cmdstan(tmp_path / "home" / ".cmdstan" / "cmdstan-2.34.1", ready=False)
+    result, _, _ = run_setup(tmp_path)
+    assert result["cmdstan"] == str(default) and "~/.cmdstan" in result["source"]
+    # a broken one (stanc does not run) is passed over
+    (default / "bin" / "stanc").write_text("#!/bin/sh\nexit 3\n")
+    result, out, _ = run_setup(tmp_path)
+    assert result["engine"] == "pystan" and "not a working CmdStan" in out
+
+
+def test_setup_offline_install_attempt_fails_fast(tmp_path, monkeypatch):
+    """Where github.com is unreachable, install_cmdstan is not even started."""
+    monkeypatch.setattr(cmdstan_setup, "NETWORK_PROBE", ("github.invalid", 443))
+    monkeypatch.delenv("ATLAS_CMDSTAN_DOWNLOAD", raising=False)
+    t0 = time.perf_counter()
+    path, why = cmdstan_setup.try_install_cmdstan(tmp_path, print, 1)
+    assert path is None and why.startswith("no network") and time.perf_counter() - t0 < 10
 
 
 def config_naming_references(observations, truth, folder: Path) -> Path:
