@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 Number = float  # strict float accepts ints (1 for 1.0) but neither strings nor bools
 
@@ -94,6 +94,17 @@ CLEANING_GROUPS: dict[str, type[Strict]] = {
 # --------------------------------------------------------------------------- model.yaml
 
 
+class PilotPreconditioner(Strict):
+    """A short pilot fit whose posterior preconditions the main fit (atlas_assets/model/precondition.py)."""
+
+    mode: Literal["none", "pilot"]
+    pilot_chains: int = Field(ge=1)
+    pilot_warmup: int = Field(ge=0)
+    pilot_draws: int = Field(ge=2)
+    main_warmup: int = Field(ge=0)
+    shrinkage: Number = Field(ge=0, le=1)
+
+
 class Sampler(Strict):
     chains: int = Field(ge=1)
     warmup: int = Field(ge=0)
@@ -104,6 +115,7 @@ class Sampler(Strict):
     engine: Literal["auto", "cmdstanpy", "pystan"]
     init_radius: Number = Field(ge=0)
     emit_observation_draws: bool
+    precondition: PilotPreconditioner | None = None
 
 
 class Reasoning(Strict):
@@ -210,6 +222,75 @@ class ModelFile(Strict):
     display: DisplayConfig
     eligibility: Eligibility
     diagnostics: Diagnostics
+
+
+# --------------------------------------------------------------------------- outputs.yaml
+
+
+class OutputDraws(Strict):
+    max_draws: int = Field(ge=1)
+    seed: int
+    interval: Number = Field(gt=0, lt=1)
+
+
+class DifficultyConfig(Strict):
+    evaluated_range_percentiles: list[Number] = Field(min_length=2, max_length=2)
+    saturation_share: Number = Field(gt=0.5, lt=1)
+
+    @field_validator("evaluated_range_percentiles")
+    @classmethod
+    def _ordered(cls, value: list[float]) -> list[float]:
+        if not 0 <= value[0] < value[1] <= 100:
+            raise ValueError("needs [low, high] with 0 <= low < high <= 100")
+        return value
+
+
+class Grades(Strict):
+    A: Number = Field(gt=0, lt=1)
+    B: Number = Field(gt=0, lt=1)
+    C: Number = Field(gt=0, lt=1)
+
+    @model_validator(mode="after")
+    def _descending(self) -> "Grades":
+        if not self.A > self.B > self.C:
+            raise ValueError("grade thresholds must fall from A to C")
+        return self
+
+
+class ReliabilityConfig(Strict):
+    grades: Grades
+    probability: Number = Field(gt=0, lt=1)
+    min_models: int = Field(ge=2)
+    logit_clip: Number = Field(gt=0, lt=0.5)
+
+
+class DimensionalityConfig(Strict):
+    min_shared_states: int = Field(ge=3)
+    replicates: int = Field(ge=200)
+    min_replicates: int = Field(ge=200)
+    top_pairs: int = Field(ge=1)
+
+
+class CellPredictionsConfig(Strict):
+    intervals: list[Number] = Field(min_length=1)
+    ppp_tail: Number = Field(gt=0, lt=0.5)
+    max_extreme_share: Number = Field(ge=0, le=1)
+
+    @field_validator("intervals")
+    @classmethod
+    def _inside(cls, value: list[float]) -> list[float]:
+        if any(not 0 < x < 1 for x in value) or len(set(value)) != len(value):
+            raise ValueError("intervals must be distinct values in (0, 1)")
+        return value
+
+
+class OutputsFile(Strict):
+    version: int
+    draws: OutputDraws
+    difficulty: DifficultyConfig
+    reliability: ReliabilityConfig
+    dimensionality: DimensionalityConfig
+    cell_predictions: CellPredictionsConfig
 
 
 # --------------------------------------------------------------------------- loader
