@@ -6,7 +6,7 @@ import dagster as dg
 
 from atlas_assets.definitions import defs
 
-STAGE_GROUPS = {"registry", "ingest", "clean", "model"}
+STAGE_GROUPS = {"registry", "ingest", "clean", "model", "outputs"}
 
 
 def asset_groups() -> dict[str, str]:
@@ -43,7 +43,7 @@ def test_every_asset_has_a_check_and_blocking_checks_exist():
     graph = defs.resolve_asset_graph()
     checked = {key.asset_key for key in graph.asset_check_keys}
     for key in graph.get_all_asset_keys():
-        if graph.get(key).group_name in {"ingest", "registry", "clean", "model"}:
+        if graph.get(key).group_name in STAGE_GROUPS:
             assert key in checked, f"{key.to_user_string()} has no asset check"
 
 
