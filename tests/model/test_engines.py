@@ -335,6 +335,29 @@ def test_fit_process_cli_exits_cleanly(tmp_path):
     assert idata.posterior_predictive["u_rep"].shape[-1] == len(df)
 
 
+@pytest.mark.cmdstan
+@pytest.mark.slow
+def test_fit_process_cli_auto_runs_cmdstanpy(tmp_path):
+    """The fit subprocess that `make run` launches picks CmdStanPy by itself (engine: auto, no env)."""
+    require_cmdstan()
+    from atlas_assets.model.fit_process import write_table
+    from atlas_assets.model.simulate import simulate_panel
+
+    df, truth = simulate_panel(n_models=25, n_families=6, target_obs=130, seed=11)
+    write_table(df, tmp_path / "obs")
+    out = tmp_path / "fit"
+    env = {k: v for k, v in os.environ.items() if k not in {"ATLAS_STAN_ENGINE"}}
+    proc = subprocess.run(
+        [sys.executable, "-m", "atlas_assets.model.fit_process", "--observations", str(tmp_path / "obs.parquet"),
+         "--out", str(out), "--chains", "2", "--warmup", "150", "--draws", "100", "--seed", "5",
+         "--config", str(config_naming_references(df, truth, tmp_path))],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((out / "diagnostics.json").read_text())["engine"] == "cmdstanpy"
+    assert (out / "posterior.nc").exists()
+
+
 @pytest.mark.slow
 def test_fit_process_under_dagster_pipes(tmp_path):
     """Launched by PipesSubprocessClient: logs and final metadata reach Dagster."""
