@@ -5,6 +5,8 @@
     .venv/bin/python bench/bench_fit.py --recovery            # + 90% coverage per class
     .venv/bin/python bench/bench_fit.py --cold                # drop the compiled model first
     .venv/bin/python bench/bench_fit.py --override '{"parametrization": {"b": "centered"}}'
+    .venv/bin/python bench/bench_fit.py --override '{"sampler": {"precondition": {"mode": "pilot", ...}}}'
+    .venv/bin/python bench/bench_fit.py --observations ... --warm-from var/model/fits/<earlier fit>
 
 Figures: compile time (cold or cached), sampling wall time, gradient
 evaluations (leapfrog steps incl. warmup), min bulk/tail ESS over theta, phi,
@@ -29,7 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from atlas_assets.model.diagnostics import fit_diagnostics  # noqa: E402
-from atlas_assets.model.engines import fit_model, select_engine, shutdown_pystan_workers  # noqa: E402
+from atlas_assets.model.engines import select_engine, shutdown_pystan_workers  # noqa: E402
+from atlas_assets.model.fit_process import sample_posterior  # noqa: E402
 from atlas_assets.model.simulate import REAL_SIZE, simulate_panel  # noqa: E402
 from atlas_assets.model.stan_data import (  # noqa: E402
     build_stan_data,
@@ -93,6 +96,7 @@ def main(argv=None) -> int:
     p.add_argument("--cold", action="store_true", help="delete the cached compiled model first")
     p.add_argument("--override", default="{}", help="JSON merged into model.yaml")
     p.add_argument("--json", help="also write the figures to this JSON file")
+    p.add_argument("--warm-from", default=None, help="an earlier fit folder: precondition and initialise from it")
     args = p.parse_args(argv)
 
     over = json.loads(args.override)
@@ -130,13 +134,8 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     ok = True
     try:
-        res = fit_model(
-            sf, d, chains=int(s["chains"]), warmup=int(s["warmup"]), draws=int(s["draws"]),
-            seed=int(s["seed"]), engine=engine, init=float(s.get("init_radius", 0.5)),
-            adapt_delta=float(s["adapt_delta"]), max_treedepth=int(s["max_treedepth"]),
-            log=_quiet_log,
-            coords=si.coords(), dims=si.dims(), save_warmup=True,
-        )
+        # the production path: plain, pilot-preconditioned or warm (--warm-from), as configured
+        res, precondition_info = sample_posterior(si, cfg, log=_quiet_log, engine=engine, warm_from=args.warm_from)
     except Exception as exc:  # report and fail
         print(f"FIT FAILED: {exc!r}")
         ok = False
@@ -151,6 +150,7 @@ def main(argv=None) -> int:
     ess_s = diag["min_ess_bulk"] / res.sample_seconds
     figures = {
         "engine": res.engine,
+        "precondition": precondition_info,
         "compile_seconds": round(res.compile_seconds, 2),
         "compiled_from_cache": res.compiled_from_cache,
         "sample_seconds": round(res.sample_seconds, 1),

@@ -145,6 +145,18 @@ data {
   real<lower=0> scale_logkappa;
   real<lower=0> scale_shared;
 
+  // ---- affine preconditioner from an earlier posterior (0 = off) ------------
+  // The unconstrained blocks listed in transformed parameters, stacked in that
+  // order (P_pc = their total length), are x = pc_loc + pc_chol * pc_z with
+  // pc_z the sampled coordinates: pc_loc and pc_chol are an earlier fit's
+  // posterior mean and a Cholesky factor of its (shrunk) covariance, carried
+  // to this data by name (atlas_assets/model/precondition.py). A constant
+  // Jacobian, so the posterior is unchanged; the sampler sees a near-isotropic
+  // posterior in which the slow top-tail direction is one unit coordinate.
+  int<lower=0> P_pc;
+  vector[P_pc] pc_loc;
+  matrix[P_pc, P_pc] pc_chol;
+
   // ---- output switches ------------------------------------------------------
   int<lower=0, upper=1> emit_obs;   // per-observation mu, log_lik, u_rep
 }
@@ -160,6 +172,9 @@ transformed data {
   array[S] int amp1;
   array[S] int dev1;
   array[M - M_ref] int free_pin1;
+  int use_pc = P_pc > 0;
+  if (use_pc && P_pc != (M_ref - 1) + (M - M_ref) + 2 * J + J_b + L + K_off + 4 + 2 * A + D)
+    reject("P_pc must equal the stacked length of the preconditioned blocks");
   for (m in 1:(M - M_ref)) free_pin1[m] = free_pin_setting[m] + 1;
   for (s in 1:S) {
     set1[s] = state_setting[s] + 1;
@@ -169,41 +184,88 @@ transformed data {
 }
 
 parameters {
+  // With the preconditioner on (P_pc > 0) the unconstrained blocks are sampled
+  // through pc_z and their *_p declarations below have length 0; off, they are
+  // sampled directly (with Stan `multiplier` preconditioning) and pc_z is empty.
+  vector[P_pc] pc_z;
   // capability: direction on the sphere of standardised reference capabilities
-  vector<multiplier=scale_capability>[M_ref - 1] theta_ref_raw;
+  vector<multiplier=scale_capability>[use_pc ? 0 : M_ref - 1] theta_ref_raw_p;
   // capability of the pinned state of each model without an observed
   // default (what the data measure); its theta is this minus the shared
   // effect of the pinned setting, so a weakly identified shared effect does
   // not drag every such model's parameter along with it
-  vector<multiplier=scale_capability>[M - M_ref] pin_free;
+  vector<multiplier=scale_capability>[use_pc ? 0 : M - M_ref] pin_free_p;
   // family difficulty, log-discrimination, log-dispersion: hierarchical
   // Normal, centred or non-centred per the nc_* switches
-  real b_mu;
+  vector[use_pc ? 0 : 1] b_mu_p;
   real<lower=0> b_sd;
-  vector<multiplier=scale_b>[J] b_raw;
-  real lambda_mu;
+  vector<multiplier=scale_b>[use_pc ? 0 : J] b_raw_p;
+  vector[use_pc ? 0 : 1] lambda_mu_p;
   real<lower=0> lambda_sd;
-  vector<multiplier=scale_lambda>[J] lambda_raw;
-  real logkappa_mu;
+  vector<multiplier=scale_lambda>[use_pc ? 0 : J] lambda_raw_p;
+  vector[use_pc ? 0 : 1] logkappa_mu_p;
   real<lower=0> logkappa_sd;
-  vector<multiplier=scale_logkappa>[J_b] logkappa_raw;
+  vector<multiplier=scale_logkappa>[use_pc ? 0 : J_b] logkappa_raw_p;
   vector<lower=0>[J_r] rating_sd;
   // zero hurdle: logit P(zero) = hurdle_a - hurdle_b * beta_j (phi - b_j)
-  real hurdle_a;
+  vector[use_pc ? 0 : 1] hurdle_a_p;
   real<lower=0> hurdle_b;
   // reasoning: shared effects per setting (default = 0), per-model ladder
   // amplitude / curvature, per-state off-ladder deviation
   real<lower=0> shared_sd;
-  vector<multiplier=scale_shared>[L + K_off] shared_effect;
+  vector<multiplier=scale_shared>[use_pc ? 0 : L + K_off] shared_effect_p;
   real<lower=0> amp_sd;
   real<lower=0> curv_sd;
-  vector[A] amp_z;
-  vector[A] curv_z;
+  vector[use_pc ? 0 : A] amp_z_p;
+  vector[use_pc ? 0 : A] curv_z_p;
   vector<lower=0>[K_off] offdev_sd;
-  vector[D] dev_z;
+  vector[use_pc ? 0 : D] dev_z_p;
 }
 
 transformed parameters {
+  // ---- the unconstrained blocks, sampled directly or through pc_z ---------
+  vector[M_ref - 1] theta_ref_raw;
+  vector[M - M_ref] pin_free;
+  real b_mu;
+  vector[J] b_raw;
+  real lambda_mu;
+  vector[J] lambda_raw;
+  real logkappa_mu;
+  vector[J_b] logkappa_raw;
+  real hurdle_a;
+  vector[L + K_off] shared_effect;
+  vector[A] amp_z;
+  vector[A] curv_z;
+  vector[D] dev_z;
+  if (use_pc) {
+    // stacking order: shared with precondition.BLOCKS in Python
+    vector[P_pc] x = pc_loc + pc_chol * pc_z;
+    int at = 1;
+    theta_ref_raw = x[at:(at + M_ref - 2)]; at += M_ref - 1;
+    pin_free = x[at:(at + M - M_ref - 1)]; at += M - M_ref;
+    b_raw = x[at:(at + J - 1)]; at += J;
+    lambda_raw = x[at:(at + J - 1)]; at += J;
+    logkappa_raw = x[at:(at + J_b - 1)]; at += J_b;
+    shared_effect = x[at:(at + L + K_off - 1)]; at += L + K_off;
+    b_mu = x[at]; lambda_mu = x[at + 1]; logkappa_mu = x[at + 2]; hurdle_a = x[at + 3]; at += 4;
+    amp_z = x[at:(at + A - 1)]; at += A;
+    curv_z = x[at:(at + A - 1)]; at += A;
+    dev_z = x[at:(at + D - 1)];
+  } else {
+    theta_ref_raw = theta_ref_raw_p;
+    pin_free = pin_free_p;
+    b_mu = b_mu_p[1];
+    b_raw = b_raw_p;
+    lambda_mu = lambda_mu_p[1];
+    lambda_raw = lambda_raw_p;
+    logkappa_mu = logkappa_mu_p[1];
+    logkappa_raw = logkappa_raw_p;
+    hurdle_a = hurdle_a_p[1];
+    shared_effect = shared_effect_p;
+    amp_z = amp_z_p;
+    curv_z = curv_z_p;
+    dev_z = dev_z_p;
+  }
   vector[M] theta;        // model base capability (default-state equivalent)
   vector[S] phi;          // capability of each reasoning state
   vector[J] b;

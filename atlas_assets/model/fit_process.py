@@ -110,6 +110,58 @@ def write_table(df: pd.DataFrame, stem: Path) -> None:
         con.close()
 
 
+def sample_posterior(si, cfg: Mapping[str, Any], *, log: Callable[[str], None] = print, engine: str | None = None,
+                     warm_from: str | Path | None = None):
+    """NUTS on the Stan input, with the configured preconditioning; returns (FitResult, info).
+
+    - `sampler.precondition.mode: pilot`: a short pilot fit on the same data, then the main fit through the
+      affine map of its posterior (precondition.py) with a short warmup, started from pilot draws;
+    - `warm_from` (an earlier fit folder, e.g. the production fit for a validation fold or last night's
+      fit): the same, with the earlier posterior carried to this data by name and no pilot;
+    - otherwise the plain program (diagonal metric from the identity).
+    Leapfrog steps and seconds of the pilot are added to the result's, so budgets count everything."""
+    from atlas_assets.model import precondition
+
+    smp = cfg["sampler"]
+    pcfg = smp.get("precondition") or {"mode": "none"}
+    common = dict(engine=engine or smp.get("engine", "auto"), adapt_delta=float(smp["adapt_delta"]),
+                  max_treedepth=int(smp["max_treedepth"]), log=log, coords=si.coords(), dims=si.dims(),
+                  save_warmup=True)
+    chains, draws, seed = int(smp["chains"]), int(smp["draws"]), int(smp["seed"])
+    source = None
+    pilot = None
+    if warm_from is not None:
+        earlier = load_fit(warm_from)
+        source = (earlier.idata.posterior, earlier.stan_input, f"earlier fit {Path(warm_from).name}")
+    elif pcfg.get("mode") == "pilot":
+        log(f"pilot fit: {pcfg['pilot_chains']} chains x ({pcfg['pilot_warmup']} + {pcfg['pilot_draws']})")
+        pilot = fit_model(stan_file(cfg), si.data, chains=int(pcfg["pilot_chains"]), warmup=int(pcfg["pilot_warmup"]),
+                          draws=int(pcfg["pilot_draws"]), seed=seed + 7919, init=float(smp.get("init_radius", 0.5)),
+                          **common)
+        source = (pilot.idata.posterior, si, "pilot fit")
+    if source is None:
+        res = fit_model(stan_file(cfg), si.data, chains=chains, warmup=int(smp["warmup"]), draws=draws, seed=seed,
+                        init=float(smp.get("init_radius", 0.5)), **common)
+        return res, {"mode": "none"}
+    posterior, earlier_si, label = source
+    pc = precondition.build_preconditioner(posterior, earlier_si, si, dict(cfg),
+                                           shrinkage=float(pcfg.get("shrinkage", 0.1)))
+    info = {"mode": "warm" if warm_from is not None else "pilot", "from": label, **precondition.summary(pc)}
+    log(f"preconditioner from the {label}: {info['matched']} of {info['P']} coordinates carried over, largest "
+        f"correlation eigenvalue {info['largest_correlation_eigenvalue']:.1f}")
+    data = {**si.data, **pc.data()}
+    warmup = int(pcfg.get("main_warmup", smp["warmup"])) if pcfg.get("mode") == "pilot" or warm_from else int(smp["warmup"])
+    res = fit_model(stan_file(cfg), data, chains=chains, warmup=warmup, draws=draws, seed=seed,
+                    init=pc.inits(chains), **common)
+    if pilot is not None:
+        res.n_gradient_evals = int(res.n_gradient_evals or 0) + int(pilot.n_gradient_evals or 0)
+        res.sample_seconds += pilot.sample_seconds
+        res.compile_seconds += pilot.compile_seconds
+        info.update(pilot_gradient_evals=pilot.n_gradient_evals, pilot_seconds=round(pilot.sample_seconds, 1))
+    res.settings = {**res.settings, "main_warmup": warmup, "precondition": info}
+    return res, info
+
+
 def run_fit(
     observations: pd.DataFrame | str | Path,
     out_dir: str | Path,
@@ -117,8 +169,10 @@ def run_fit(
     *,
     log: Callable[[str], None] = print,
     engine: str | None = None,
+    warm_from: str | Path | None = None,
 ) -> dict:
-    """Build data, fit, write outputs; returns the summary dict."""
+    """Build data, fit, write outputs; returns the summary dict. `warm_from`: an earlier fit folder whose
+    posterior preconditions and initialises this fit (see `sample_posterior`)."""
     t0 = time.perf_counter()
     cfg = dict(config) if config is not None else load_model_config()
     out = Path(out_dir)
@@ -138,21 +192,7 @@ def run_fit(
         out / "index_observations.csv", index=False)
 
     smp = cfg["sampler"]
-    res = fit_model(
-        stan_file(cfg),
-        d,
-        chains=int(smp["chains"]),
-        warmup=int(smp["warmup"]),
-        draws=int(smp["draws"]),
-        seed=int(smp["seed"]),
-        engine=engine or smp.get("engine", "auto"),
-        init=float(smp.get("init_radius", 0.5)),
-        adapt_delta=float(smp["adapt_delta"]),
-        max_treedepth=int(smp["max_treedepth"]),
-        log=log,
-        coords=si.coords(),
-        dims=si.dims(),
-    )
+    res, precondition_info = sample_posterior(si, cfg, log=log, engine=engine, warm_from=warm_from)
     idata = res.idata
     t_nc = time.perf_counter()
     if not d.get("emit_obs"):
@@ -171,6 +211,7 @@ def run_fit(
         stan_sha256=res.stan_sha256,
         settings=res.settings,
         sampler_messages=res.messages[:20],
+        precondition=precondition_info,
     )
     scale = make_display_scale(idata, si, cfg)
     tables = {
@@ -233,6 +274,7 @@ def _parse(argv=None) -> argparse.Namespace:
     p.add_argument("--draws", type=int)
     p.add_argument("--seed", type=int)
     p.add_argument("--require-pass", action="store_true", help="exit 3 when diagnostics fail")
+    p.add_argument("--warm-from", default=None, help="an earlier fit folder: precondition and initialise from it")
     return p.parse_args(argv)
 
 
@@ -251,7 +293,8 @@ def main(argv=None) -> int:
     if under_pipes:
         with open_dagster_pipes() as pipes:
             try:
-                summary = run_fit(args.observations, args.out, cfg, log=pipes.log.info, engine=args.engine)
+                summary = run_fit(args.observations, args.out, cfg, log=pipes.log.info, engine=args.engine,
+                                  warm_from=args.warm_from)
                 try:
                     pipes.report_asset_materialization(metadata=_pipes_metadata(summary))
                 except Exception as exc:  # no asset in scope (e.g. launched from an op)
@@ -269,7 +312,7 @@ def main(argv=None) -> int:
         logger.addHandler(handler)
         logger.propagate = False
         try:
-            summary = run_fit(args.observations, args.out, cfg, log=logger.info, engine=args.engine)
+            summary = run_fit(args.observations, args.out, cfg, log=logger.info, engine=args.engine, warm_from=args.warm_from)
             if args.require_pass and not summary["passes"]:
                 code = 3
         finally:
