@@ -169,6 +169,7 @@ def main(argv=None) -> int:
         "max_rhat": round(diag["max_rhat"], 4),
         "ebfmi_per_chain": [round(x, 3) for x in diag["ebfmi_per_chain"]],
         "worst_ess_bulk": diag["worst_ess_bulk"][:3],
+        "worst_rhat": diag["worst_rhat"][:3],
         "passes_diagnostics": diag["passes"],
         "peak_rss_mb_self": round(self_mb, 0),
         "peak_rss_mb_children": round(child_mb, 0),
