@@ -15,7 +15,8 @@ def ensure_source_tables(conn: duckdb.DuckDBPyConnection) -> None:
 
 
 def replace_rows(
-    conn: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame, *, like: str | None = None, create: bool = False
+    conn: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame, *, like: str | None = None, create: bool = False,
+    in_transaction: bool = False,
 ) -> int:
     """Replace the whole content of `table` with `frame` in one transaction.
 
@@ -23,9 +24,10 @@ def replace_rows(
     table first, so staging tables match the contract exactly. With `create`, the table
     takes the frame's own columns (output tables whose shape the frame defines). Columns
     are matched by name; a frame lacking a contract column fails loudly rather than
-    writing NULLs.
+    writing NULLs. With `in_transaction`, the caller's transaction holds it (see replace_tables).
     """
-    conn.execute("BEGIN TRANSACTION")
+    if not in_transaction:
+        conn.execute("BEGIN TRANSACTION")
     try:
         conn.register("incoming_frame", frame)
         if create:
@@ -41,9 +43,11 @@ def replace_rows(
             conn.execute(f"DELETE FROM {table}")
             conn.execute(f"INSERT INTO {table} BY NAME SELECT {selected} FROM incoming_frame")
         conn.unregister("incoming_frame")
-        conn.execute("COMMIT")
+        if not in_transaction:
+            conn.execute("COMMIT")
     except Exception:
-        conn.execute("ROLLBACK")
+        if not in_transaction:
+            conn.execute("ROLLBACK")
         raise
     return len(frame)
 
@@ -54,9 +58,7 @@ def replace_tables(conn: duckdb.DuckDBPyConnection, tables: dict[str, pd.DataFra
     conn.execute("BEGIN TRANSACTION")
     try:
         for table, frame in tables.items():
-            conn.register("incoming_frame", frame)
-            conn.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM incoming_frame")
-            conn.unregister("incoming_frame")
+            replace_rows(conn, table, frame, create=True, in_transaction=True)
         conn.execute("COMMIT")
     except Exception:
         conn.execute("ROLLBACK")

@@ -46,16 +46,6 @@ def load_model_config(path: str | Path | None = None, overrides: Mapping[str, An
     return load_validated(path, ModelFile, overrides)
 
 
-def deep_update(base: dict, overrides: Mapping[str, Any]) -> dict:
-    out = copy.deepcopy(base)
-    for key, value in overrides.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
-            out[key] = deep_update(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
-
-
 def stan_file(config: Mapping[str, Any] | None = None) -> Path:
     rel = (config or {}).get("stan_file", "stan/atlas.stan")
     p = Path(rel)
