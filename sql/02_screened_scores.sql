@@ -77,15 +77,17 @@ bound_hits AS (
            count(*) AS n_scores,
            count(*) FILTER (WHERE score = range_min) AS at_min,
            count(*) FILTER (WHERE score = range_max) AS at_max,
-           count(*) FILTER (WHERE score = range_max OR (score = range_min AND floor > 0)) AS counted,
-           any_value(floor) AS floor, any_value(range_min) AS range_min, any_value(range_max) AS range_max
+           count(*) FILTER (WHERE score = range_max OR (score = range_min AND floor > 0)) AS counted
     FROM outside_declared_range
     WHERE reason IS NULL AND u_declared IS NOT NULL
     GROUP BY benchmark
 ),
 bounds_suspect AS (
+    -- the benchmark's bound counts ride along (bound_*) so audit_bounds reports them without counting again
     SELECT r.* REPLACE (coalesce(r.reason,
-        CASE WHEN h.counted > getvariable('bounds_guard_max_share') * h.n_scores THEN 'bounds_suspect' END) AS reason)
+        CASE WHEN h.counted > getvariable('bounds_guard_max_share') * h.n_scores THEN 'bounds_suspect' END) AS reason),
+           h.n_scores AS bound_n_scores, h.at_min AS bound_at_min, h.at_max AS bound_at_max,
+           h.counted AS bound_counted
     FROM outside_declared_range AS r
     LEFT JOIN bound_hits AS h USING (benchmark)
 )
@@ -99,15 +101,10 @@ WHERE reason IS NULL;
 
 CREATE OR REPLACE TABLE audit_bounds AS
 WITH hits AS (
-    SELECT benchmark,
-           count(*) AS n_scores,
-           count(*) FILTER (WHERE score = range_min) AS at_min,
-           count(*) FILTER (WHERE score = range_max) AS at_max,
-           count(*) FILTER (WHERE score = range_max OR (score = range_min AND floor > 0)) AS counted,
-           any_value(floor) AS floor, any_value(range_min) AS range_min, any_value(range_max) AS range_max
+    SELECT DISTINCT benchmark, bound_n_scores AS n_scores, bound_at_min AS at_min, bound_at_max AS at_max,
+           bound_counted AS counted, floor, range_min, range_max
     FROM _screened_decisions
-    WHERE (reason IS NULL OR reason = 'bounds_suspect') AND u_declared IS NOT NULL
-    GROUP BY benchmark
+    WHERE bound_n_scores IS NOT NULL
 )
 SELECT benchmark, n_scores::INTEGER AS n_scores, at_min::INTEGER AS at_min, at_max::INTEGER AS at_max,
        counted::INTEGER AS counted, counted / n_scores AS share,

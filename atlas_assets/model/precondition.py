@@ -20,7 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 from atlas_assets.model.stan_data import StanInput, state_labels
 
@@ -90,8 +89,7 @@ def transported_draws(previous_posterior, previous: StanInput, current: StanInpu
     phi_prev = phi_prev[take]
     get = {name: (_flat(previous_posterior, name)[take] if name in previous_posterior else None)
            for name in ("theta", "b", "beta", "kappa", "shared_effect", "b_mu", "lambda_mu", "logkappa_mu",
-                        "hurdle_a", "amp_z", "curv_z", "dev_z", "lambda_sd", "logkappa_sd", "b_sd", *POSITIVE,
-                        "rating_sd", "offdev_sd")}
+                        "hurdle_a", "amp_z", "curv_z", "dev_z", *POSITIVE, "rating_sd", "offdev_sd")}
     n = len(take)
     data = current.data
     sizes = block_sizes(data)
@@ -253,10 +251,3 @@ def summary(pc: Preconditioner) -> dict:
     eig = np.linalg.eigvalsh(corr)
     return {"P": int(len(pc.loc)), "matched": int(pc.matched.sum()), "largest_correlation_eigenvalue": float(eig[-1]),
             "condition_number": float(eig[-1] / max(eig[0], 1e-12))}
-
-
-def frame_of_blocks(data: dict) -> pd.DataFrame:
-    """block name and position of every stacked coordinate (for reports)."""
-    sizes = block_sizes(data)
-    rows = [(name, i) for name in BLOCKS for i in range(sizes[name])]
-    return pd.DataFrame(rows, columns=["block", "index"])

@@ -31,7 +31,7 @@ def require_publishable_fit(fit_dir: Path, current_spec_sha256: str | None = Non
         raise UnpublishableFit(f"fit {fit_dir} is incomplete (missing {missing}): nothing published")
     diagnostics = json.loads((fit_dir / "diagnostics.json").read_text())
     checks = diagnostics.get("checks") or {}
-    failing = {gate: reason for gate, reason in failure_reasons(diagnostics).items()}
+    failing = failure_reasons(diagnostics)
     failing.update({gate: "not evaluated" for gate in GATE_NAMES if gate not in checks})
     if failing or diagnostics.get("passes") is not True:
         detail = "; ".join(f"{GATE_NAMES.get(gate, gate)} failed: {why}" for gate, why in failing.items())
