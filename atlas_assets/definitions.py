@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import dagster as dg
 
-from atlas_assets.defs import clean, ingest, model, outputs, registry
+from atlas_assets.defs import clean, ingest, model, outputs, publish, registry, validation
 from atlas_assets.resources import build_resources
 
 # Stage packages in pipeline order; each module inside defines assets and the checks beside them.
-STAGES = {"registry": registry, "ingest": ingest, "clean": clean, "model": model, "outputs": outputs}
+STAGES = {
+    "registry": registry, "ingest": ingest, "clean": clean, "model": model, "outputs": outputs,
+    "validation": validation, "publish": publish,
+}
 
 stage_assets = [
     asset for group, package in STAGES.items() for asset in dg.load_assets_from_package_module(package, group_name=group)

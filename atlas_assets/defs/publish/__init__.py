@@ -1,0 +1,1 @@
+"""Publish stage: one versioned, fingerprinted publication of a fit's artifacts, and the report built from it."""

@@ -1,0 +1,1 @@
+"""Validation stage: refits of the production specification without held-out data, scored against baselines on identical splits."""
