@@ -293,6 +293,80 @@ class OutputsFile(Strict):
     cell_predictions: CellPredictionsConfig
 
 
+# --------------------------------------------------------------------------- validation.yaml
+
+
+class RefitSampler(Strict):
+    chains: int = Field(ge=2)
+    warmup: int = Field(ge=50)
+    draws: int = Field(ge=50)
+    adapt_delta: Number = Field(gt=0.5, lt=1)
+    rhat_warn: Number = Field(gt=1)
+
+
+class ForwardStudy(Strict):
+    newest_share: Number = Field(gt=0, lt=1)
+    hide_share: Number = Field(gt=0, lt=1)
+
+
+class MaskedStudy(Strict):
+    folds: int = Field(ge=2)
+
+
+class FamilyStudy(Strict):
+    folds: int = Field(ge=2)
+    groups: dict[str, list[str]] = Field(default_factory=dict)
+    min_states: int = Field(ge=3)
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> "FamilyStudy":
+        seen: dict[str, str] = {}
+        for group, families in self.groups.items():
+            for family in families:
+                if family in seen:
+                    raise ValueError(f"family {family!r} is in groups {seen[family]!r} and {group!r}")
+                seen[family] = group
+        return self
+
+
+class SensitivityStudy(Strict):
+    families: int = Field(ge=1)
+    top: int = Field(ge=2)
+
+
+class EciFormBaseline(Strict):
+    bootstrap: int = Field(ge=10)
+    l2: Number = Field(ge=0)
+
+
+class Baselines(Strict):
+    eci_form: EciFormBaseline
+
+
+class ValidationChecks(Strict):
+    coverage_tolerance: Number = Field(gt=0, lt=0.5)
+
+
+class ValidationFile(Strict):
+    version: int
+    seed: int
+    refit: RefitSampler
+    intervals: list[Number] = Field(min_length=1)
+    forward: ForwardStudy
+    masked: MaskedStudy
+    family: FamilyStudy
+    sensitivity: SensitivityStudy
+    baselines: Baselines
+    checks: ValidationChecks
+
+    @field_validator("intervals")
+    @classmethod
+    def _inside(cls, value: list[float]) -> list[float]:
+        if any(not 0 < x < 1 for x in value) or len(set(value)) != len(value):
+            raise ValueError("intervals must be distinct values in (0, 1)")
+        return sorted(value)
+
+
 # --------------------------------------------------------------------------- loader
 
 
