@@ -9,6 +9,11 @@ of the installed libraries that compute them. The data hash is the sha256 of the
 modeled observations in a canonical order. A fit is named by both, so an unchanged
 input and specification reuses the fit, any change refits, and `changed_files`
 says which parts and files moved since an earlier manifest.
+
+Two scopes: "fit" (what shapes the posterior; fit folders are named and checked by it) and
+"publication" (that plus the stages downstream of the posterior: outputs, validation,
+publish). Downstream stages recompute from a fit on every run, so a report or metric change
+moves the publication's fingerprint without forcing an eight-minute refit.
 """
 
 from __future__ import annotations
@@ -27,7 +32,14 @@ NUMERIC_DISTRIBUTIONS = (
     "numpy", "scipy", "pandas", "duckdb", "pystan", "httpstan", "cmdstanpy", "arviz", "xarray", "pyyaml",
 )
 # Package code that checks or wires but computes nothing published.
-NOT_SPECIFICATION = ("defs/*/checks.py", "quality/*", "definitions.py", "resources.py", "model/cmdstan_setup.py")
+# (config_schema.py only accepts or refuses a config; the values it passes are fingerprinted as config.)
+NOT_SPECIFICATION = ("defs/*/checks.py", "quality/*", "definitions.py", "resources.py", "model/cmdstan_setup.py",
+                     "config_schema.py")
+# Stages downstream of the posterior: they recompute from a fit on every run, so they are part of what a
+# publication depends on but not of the fit's own specification (a report change must not force a refit).
+DOWNSTREAM_CODE = ("outputs_code", "validation_code", "publish_code")
+DOWNSTREAM_WIRING = ("defs/outputs/*", "defs/validation/*", "defs/publish/*")
+DOWNSTREAM_CONFIG = ("outputs.yaml", "validation.yaml", "publish.yaml")
 
 
 def _sha(data: bytes) -> str:
@@ -48,17 +60,25 @@ def _code_files(package_root: Path) -> dict[str, list[Path]]:
 
 def specification_manifest(
     project_root: Path | None = None, package_root: Path | None = None, model_config: Path | None = None,
+    scope: str = "fit",
 ) -> dict[str, dict[str, str]]:
-    """part -> {file (relative to the project) or distribution -> sha256 or version}."""
+    """part -> {file (relative to the project) or distribution -> sha256 or version}. `scope` "fit": what shapes
+    the posterior (fit folders are named and checked by it); "publication": that plus the downstream stages."""
+    if scope not in ("fit", "publication"):
+        raise ValueError(f"unknown specification scope {scope!r} (fit | publication)")
     project_root = Path(project_root or settings.PROJECT_ROOT)
     package_root = Path(package_root or settings.PACKAGE_ROOT)
     model_config = Path(model_config or settings.model_config_path())
-    config_files = [p for p in sorted((package_root / "config").glob("*.yaml")) if p.name != "model.yaml"]
+    config_files = [p for p in sorted((package_root / "config").glob("*.yaml"))
+                    if p.name != "model.yaml" and (scope == "publication" or p.name not in DOWNSTREAM_CONFIG)]
     files: dict[str, list[Path]] = {
         "sql": sorted((project_root / "sql").glob("*.sql")),
         "stan": sorted((project_root / "stan").glob("*.stan")),
         "config": [*config_files, model_config],
-        **_code_files(package_root),
+        **{part: [p for p in paths if scope == "publication"
+                  or not any(p.relative_to(package_root).match(w) for w in DOWNSTREAM_WIRING)]
+           for part, paths in _code_files(package_root).items()
+           if scope == "publication" or part not in DOWNSTREAM_CODE},
     }
 
     def label(path: Path) -> str:
@@ -85,8 +105,8 @@ def manifest_fingerprint(manifest: dict[str, dict[str, str]]) -> str:
     return _sha(json.dumps(manifest, sort_keys=True).encode())
 
 
-def specification_fingerprint() -> str:
-    return manifest_fingerprint(specification_manifest())
+def specification_fingerprint(scope: str = "fit") -> str:
+    return manifest_fingerprint(specification_manifest(scope=scope))
 
 
 def changed_files(old: dict[str, dict[str, str]] | None, new: dict[str, dict[str, str]]) -> dict[str, list[str]]:

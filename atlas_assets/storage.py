@@ -65,6 +65,40 @@ def replace_tables(conn: duckdb.DuckDBPyConnection, tables: dict[str, pd.DataFra
         raise
 
 
+def replace_partition(conn: duckdb.DuckDBPyConnection, tables: dict[str, pd.DataFrame], column: str, value: str) -> None:
+    """For each table, replace the rows whose `column` equals `value` by `frame` (one transaction for all): a
+    partitioned asset's slice of a shared table. A missing table is created from its frame; a frame column the
+    table lacks is added (NULL in older slices); an empty frame just deletes the slice."""
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        for table, frame in tables.items():
+            exists = conn.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?",
+                                  [table]).fetchall()[0][0]
+            if not exists:
+                if frame.empty:
+                    continue
+                conn.register("incoming_frame", frame)
+                conn.execute(f"CREATE TABLE {table} AS SELECT * FROM incoming_frame")
+                conn.unregister("incoming_frame")
+                continue
+            conn.execute(f'DELETE FROM {table} WHERE "{column}" = ?', [value]).fetchall()
+            if frame.empty:
+                continue
+            if column not in frame.columns or (frame[column] != value).any():
+                raise ValueError(f"cannot write {table}: rows outside the slice {column} = {value!r}")
+            known = {row[0] for row in conn.execute(f"DESCRIBE {table}").fetchall()}
+            conn.register("incoming_frame", frame)
+            types = dict(conn.execute("SELECT column_name, column_type FROM (DESCRIBE incoming_frame)").fetchall())
+            for new in [c for c in frame.columns if c not in known]:
+                conn.execute(f'ALTER TABLE {table} ADD COLUMN "{new}" {types[new]}')
+            conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM incoming_frame")
+            conn.unregister("incoming_frame")
+        conn.execute("COMMIT")
+    except Exception:
+        conn.execute("ROLLBACK")
+        raise
+
+
 def count_by(conn: duckdb.DuckDBPyConnection, table: str, column: str) -> dict[str, int]:
     rows = conn.execute(f'SELECT coalesce(CAST("{column}" AS VARCHAR), \'(null)\'), count(*) FROM {table} GROUP BY 1 ORDER BY 2 DESC').fetchall()
     return {str(key): int(count) for key, count in rows}

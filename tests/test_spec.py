@@ -55,3 +55,22 @@ def test_the_model_config_in_use_is_fingerprinted_under_one_name(tmp_path, monke
     monkeypatch.setenv("ATLAS_MODEL_CONFIG", str(alternative))
     in_use = specification_manifest()
     assert changed_files(packaged, in_use) == {"config": ["model_config"]}
+
+
+def test_downstream_stages_move_the_publication_fingerprint_but_not_the_fit(tmp_path):
+    root, package = copy_project(tmp_path)
+    fit_before = manifest_of(root, package)
+    publication_before = specification_manifest(root, package, package / "config" / "model.yaml", scope="publication")
+    for path in (package / "outputs" / "reliability.py", package / "validation" / "metrics.py",
+                 package / "defs" / "validation" / "assets.py",
+                 package / "config" / "validation.yaml"):
+        path.write_text(path.read_text() + "\n# a downstream change\n")
+    fit_after = manifest_of(root, package)
+    publication_after = specification_manifest(root, package, package / "config" / "model.yaml", scope="publication")
+    assert manifest_fingerprint(fit_after) == manifest_fingerprint(fit_before)
+    assert changed_files(publication_before, publication_after) == {
+        "config": ["atlas_assets/config/validation.yaml"],
+        "defs_code": ["atlas_assets/defs/validation/assets.py"],
+        "outputs_code": ["atlas_assets/outputs/reliability.py"],
+        "validation_code": ["atlas_assets/validation/metrics.py"],
+    }
