@@ -25,6 +25,13 @@ def model_config_path() -> Path:
     return Path(value).resolve() if value else CONFIG_DIR / "model.yaml"
 
 
+def validation_config_path() -> Path:
+    """The validation studies' configuration: ATLAS_VALIDATION_CONFIG names another file (a small study in
+    tests); part of the publication's fingerprint either way."""
+    value = os.environ.get("ATLAS_VALIDATION_CONFIG", "").strip()
+    return Path(value).resolve() if value else CONFIG_DIR / "validation.yaml"
+
+
 def atlas_home() -> Path:
     return Path(os.environ.get("ATLAS_HOME", PROJECT_ROOT / "var")).resolve()
 

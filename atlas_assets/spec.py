@@ -70,7 +70,12 @@ def specification_manifest(
     package_root = Path(package_root or settings.PACKAGE_ROOT)
     model_config = Path(model_config or settings.model_config_path())
     config_files = [p for p in sorted((package_root / "config").glob("*.yaml"))
-                    if p.name != "model.yaml" and (scope == "publication" or p.name not in DOWNSTREAM_CONFIG)]
+                    if p.name not in ("model.yaml", "validation.yaml")
+                    and (scope == "publication" or p.name not in DOWNSTREAM_CONFIG)]
+    validation_config = settings.validation_config_path() if package_root == settings.PACKAGE_ROOT \
+        else package_root / "config" / "validation.yaml"
+    if scope == "publication" and validation_config.exists():
+        config_files.append(validation_config)
     files: dict[str, list[Path]] = {
         "sql": sorted((project_root / "sql").glob("*.sql")),
         "stan": sorted((project_root / "stan").glob("*.stan")),
@@ -84,6 +89,8 @@ def specification_manifest(
     def label(path: Path) -> str:
         if path == model_config:
             return "model_config"  # whichever file is in use, under one name
+        if path == validation_config:
+            return "validation_config"
         try:
             return str(path.relative_to(project_root))
         except ValueError:

@@ -69,7 +69,7 @@ def test_downstream_stages_move_the_publication_fingerprint_but_not_the_fit(tmp_
     publication_after = specification_manifest(root, package, package / "config" / "model.yaml", scope="publication")
     assert manifest_fingerprint(fit_after) == manifest_fingerprint(fit_before)
     assert changed_files(publication_before, publication_after) == {
-        "config": ["atlas_assets/config/validation.yaml"],
+        "config": ["validation_config"],
         "defs_code": ["atlas_assets/defs/validation/assets.py"],
         "outputs_code": ["atlas_assets/outputs/reliability.py"],
         "validation_code": ["atlas_assets/validation/metrics.py"],

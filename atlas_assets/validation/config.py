@@ -5,12 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from atlas_assets.settings import CONFIG_DIR
-
-VALIDATION_CONFIG = CONFIG_DIR / "validation.yaml"
+from atlas_assets import settings
 
 
 def load_validation_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> dict:
     from atlas_assets.config_schema import ValidationFile, load_validated
 
-    return load_validated(Path(path) if path else VALIDATION_CONFIG, ValidationFile, overrides)
+    return load_validated(Path(path) if path else settings.validation_config_path(), ValidationFile, overrides)
