@@ -18,11 +18,23 @@ stage_assets = [
 ]
 stage_checks = [check for package in STAGES.values() for check in dg.load_asset_checks_from_package_module(package)]
 
-# The main job: everything, in dependency order.
+# The main job: everything up to the outputs, in dependency order. The validation folds are partitioned
+# (one run per study x fold: validation_job), and the summary and publication need all of them (publish_job).
+folds = dg.AssetSelection.assets("validation_fold")
 atlas_job = dg.define_asset_job(
     "atlas_job",
-    selection=dg.AssetSelection.all(),
-    description="Scrape every source, rebuild the registry and the cleaned matrix, fit the model, publish.",
+    selection=dg.AssetSelection.all() - folds.downstream(),
+    description="Scrape every source, rebuild the registry and the cleaned matrix, fit the model, compute its outputs.",
+)
+validation_job = dg.define_asset_job(
+    "validation_job",
+    selection=folds,
+    description="One validation fold (a partition): refit without its held-out cells and score model and baselines.",
+)
+publish_job = dg.define_asset_job(
+    "publish_job",
+    selection=folds.downstream() - folds,
+    description="Summarize every fold of the current fit, publish one fingerprinted version, build the report.",
 )
 
 nightly_refresh = dg.ScheduleDefinition(
@@ -41,7 +53,7 @@ defs = dg.Definitions(
     executor=dg.in_process_executor,
     assets=stage_assets,
     asset_checks=stage_checks,
-    jobs=[atlas_job],
+    jobs=[atlas_job, validation_job, publish_job],
     schedules=[nightly_refresh],
     resources=build_resources(),
 )

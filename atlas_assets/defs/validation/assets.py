@@ -1,0 +1,159 @@
+"""Validation studies (issue 9, group `validation`): one partition per study x fold, then a summary.
+
+`validation_fold` is partitioned (keys from config/validation.yaml via `splits.fold_keys`), so folds run
+in parallel from a backfill and re-run alone. Each partition refits the production specification
+without its held-out cells (a Pipes subprocess, warm from the production fit), predicts them by the model
+and by every baseline, and replaces its own slice (column `fold`) of the shared tables
+validation_folds / validation_predictions / validation_family_ranks / validation_sensitivity. Every row
+carries `fit`, the production fit it validates, so the summary and the publication never mix fits.
+Logic: atlas_assets/validation/.
+"""
+
+
+import json
+import sys
+from pathlib import Path
+
+import dagster as dg
+import duckdb as duckdb_module
+import pandas as pd
+from dagster_duckdb import DuckDBResource
+
+from atlas_assets import settings
+from atlas_assets.defs.outputs.assets import latest_fit_dir
+from atlas_assets.model.publishable import UnpublishableFit, require_publishable_fit
+from atlas_assets.spec import specification_fingerprint
+from atlas_assets.storage import replace_partition, replace_tables
+from atlas_assets.validation.config import load_validation_config
+from atlas_assets.validation.splits import fold_keys
+
+FOLD_TABLES = ["validation_folds", "validation_predictions", "validation_family_ranks", "validation_sensitivity"]
+
+validation_partitions = dg.StaticPartitionsDefinition(fold_keys(load_validation_config()))
+
+
+def production_fit(context: dg.AssetExecutionContext) -> Path:
+    """The latest capability fit, which must be publishable under the specification in force."""
+    fit_dir = latest_fit_dir(context)
+    try:
+        require_publishable_fit(fit_dir, specification_fingerprint())
+    except UnpublishableFit as refusal:
+        raise dg.Failure(description=f"no production fit to validate: {refusal}") from None
+    return fit_dir
+
+
+def validation_dir() -> Path:
+    return settings.atlas_home() / "model" / "validation"
+
+
+def pipes_fitter(context: dg.AssetExecutionContext, client: dg.PipesSubprocessClient):
+    """Fit a fold in its own process (like the production fit: PyStan workers, streamed progress)."""
+
+    def fit(train: pd.DataFrame, out: Path, cfg: dict, warm_from: Path) -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        inputs = out.parent / "inputs"
+        inputs.mkdir(exist_ok=True)
+        train.to_csv(inputs / "train.csv", index=False)
+        (inputs / "model_config.json").write_text(json.dumps(cfg, indent=1, default=str))
+        command = [sys.executable, "-m", "atlas_assets.model.fit_process", "--observations", str(inputs / "train.csv"),
+                   "--out", str(out), "--config", str(inputs / "model_config.json"), "--warm-from", str(warm_from)]
+        client.run(command=command, context=context)
+
+    return fit
+
+
+def _md(frame: pd.DataFrame, rows: int = 30) -> dg.MetadataValue:
+    return dg.MetadataValue.md(frame.head(rows).to_markdown(index=False, floatfmt=".3g"))
+
+
+@dg.asset(
+    deps=["capability_scores"],
+    partitions_def=validation_partitions,
+    pool="duckdb",
+    kinds={"stan", "duckdb"},
+    description="One validation fold: the production specification refitted without the fold's held-out cells (warm "
+    "from the production fit), its held-out cells predicted by the model and by the ECI form (least squares + "
+    "bootstrap, with and without resampled residuals), the family mean and the model offset on the same cells; "
+    "whole-family folds score each held-out leaderboard's order; sensitivity folds the top-20 rank shift.",
+)
+def validation_fold(context: dg.AssetExecutionContext, duckdb: DuckDBResource,
+                    pipes_subprocess_client: dg.PipesSubprocessClient) -> dg.MaterializeResult:
+    from atlas_assets.validation.folds import run_fold
+
+    fold = context.partition_key
+    fit_dir = production_fit(context)
+    cfg = load_validation_config()
+    result = run_fold(fold, fit_dir, cfg, validation_dir() / fit_dir.name,
+                      fitter=pipes_fitter(context, pipes_subprocess_client), log=context.log.info)
+    frames = {"validation_folds": pd.DataFrame([result.info]), "validation_predictions": result.predictions,
+              "validation_family_ranks": result.family_ranks, "validation_sensitivity": result.sensitivity}
+    for name, frame in frames.items():
+        if not frame.empty:
+            frame["fold"] = fold
+            frame["fit"] = fit_dir.name
+    with duckdb.get_connection() as conn:
+        replace_partition(conn, frames, "fold", fold)
+    metadata = {"production_fit": dg.MetadataValue.path(str(fit_dir)), "study": result.study,
+                **{k: v for k, v in result.info.items() if isinstance(v, (int, float, str, bool)) and v is not None}}
+    if len(result.predictions):
+        from atlas_assets.validation.summary import cell_study_metrics
+
+        metadata["metrics"] = _md(cell_study_metrics(result.predictions, [float(x) for x in cfg["intervals"]]))
+    for name in ("family_ranks", "sensitivity"):
+        frame = getattr(result, name)
+        if len(frame):
+            metadata[name] = _md(frame)
+    return dg.MaterializeResult(metadata=metadata)
+
+
+def _read(conn, table: str, fit: str) -> pd.DataFrame:
+    try:
+        return conn.execute(f"SELECT * FROM {table} WHERE fit = ?", [fit]).df()
+    except duckdb_module.CatalogException:
+        return pd.DataFrame()
+
+
+@dg.asset(
+    deps=["validation_fold", "reliability_grades"],
+    pool="duckdb",
+    kinds={"duckdb", "python"},
+    description="Every study's metrics for the current production fit, one row per study x method (validation_metrics): "
+    "n cells, RMSE / MAE (unit and points), CRPS, Spearman, 50/90/95% coverage; whole-family leaderboard agreement "
+    "(mean / median / panel-weighted Spearman, standardised RMSE / MAE, share of families won); the largest top-20 "
+    "rank shift; per-family held-out skill against the family mean with its rank correlation to reliability "
+    "(validation_family_skill). Fails when a fold of the current fit is missing.",
+)
+def validation_summary(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
+    from atlas_assets.validation.summary import held_out_skill, validation_metrics
+
+    fit_dir = production_fit(context)
+    cfg = load_validation_config()
+    with duckdb.get_connection() as conn:
+        tables = {name: _read(conn, name, fit_dir.name) for name in FOLD_TABLES}
+        reliability = _read(conn, "reliability_grades", fit_dir.name)
+    done = set(tables["validation_folds"].get("fold", pd.Series(dtype=str)))
+    missing = [k for k in fold_keys(cfg) if k not in done]
+    if missing:
+        raise dg.Failure(description=f"validation of fit {fit_dir.name} is incomplete: folds {missing} have not run "
+                         "for it (materialize validation_fold for those partitions)")
+    metrics = validation_metrics(tables["validation_predictions"], tables["validation_family_ranks"],
+                                 tables["validation_sensitivity"], cfg)
+    skill, rho = held_out_skill(tables["validation_predictions"], reliability if len(reliability) else None)
+    metrics["fit"], skill["fit"] = fit_dir.name, fit_dir.name
+    with duckdb.get_connection() as conn:
+        replace_tables(conn, {"validation_metrics": metrics, "validation_family_skill": skill})
+    folds = tables["validation_folds"]
+    cells = metrics[metrics["study"].isin(["forward", "forward_strict", "masked"])]
+    return dg.MaterializeResult(metadata={
+        "production_fit": dg.MetadataValue.path(str(fit_dir)),
+        "folds": len(folds),
+        "refit_sample_seconds": float(folds["sample_seconds"].sum()),
+        "refit_leapfrog": int(folds["leapfrog"].sum()),
+        "skill_reliability_spearman": rho,
+        "cell_studies": _md(cells[["study", "method", "n_cells", "rmse_points", "mae_points", "crps", "spearman",
+                                   "coverage_50", "coverage_90", "coverage_95"]], 40),
+        "family_study": _md(metrics[metrics["study"] == "family"].dropna(axis=1, how="all")),
+        "sensitivity": _md(tables["validation_sensitivity"].sort_values("max_top20_rank_shift", ascending=False)),
+        "refits": _md(folds[["fold", "n_train", "n_heldout", "n_scored", "max_rhat", "min_ess_bulk", "divergences",
+                             "sample_seconds", "reused"]], 40),
+    })

@@ -1,0 +1,224 @@
+"""One validation fold: refit the production specification on the fold's training cells, predict what it held
+out, and predict the same cells by every baseline from the same training cells.
+
+The refit is warm: it starts from the production fit (inits from its draws, its posterior as the affine
+preconditioner carried over by parameter name, no pilot) with the short sampler of
+config/validation.yaml `refit`. A fold folder records the split's fingerprint and the production fit it
+came from; a later run with the same split and the same production fit reuses the refit instead of sampling
+again. Results are plain frames (see `FoldResult`), written to DuckDB by the Dagster asset.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from atlas_assets.validation import baselines
+from atlas_assets.validation.metrics import cell_scores, rank_agreement
+from atlas_assets.validation.splits import KEY, Split, make_split
+
+# A fitter takes (training observations, output folder, model config, warm-from folder) and leaves a fit
+# folder written by atlas_assets.model.fit_process (in-process or through Dagster Pipes).
+Fitter = Callable[[pd.DataFrame, Path, dict, Path], None]
+
+METHODS = ["atlas", "eci_form", "eci_form_residual", "family_mean", "model_offset"]
+
+
+@dataclass
+class FoldResult:
+    fold: str
+    study: str
+    info: dict                                   # one row of validation_folds
+    predictions: pd.DataFrame                    # held-out cells x methods (forward, masked)
+    family_ranks: pd.DataFrame = field(default_factory=pd.DataFrame)   # family study
+    sensitivity: pd.DataFrame = field(default_factory=pd.DataFrame)    # sensitivity study
+
+
+def references(model_config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    ref = model_config["display"]["reference"]
+    return [(ref[k]["model"], ref[k]["reasoning_state"]) for k in ("low", "high")]
+
+
+def refit_config(production_config: Mapping[str, Any], validation_cfg: Mapping[str, Any], fold: str) -> dict:
+    """The production model config with the validation refit sampler; a per-fold seed."""
+    cfg = json.loads(json.dumps(production_config))
+    r = validation_cfg["refit"]
+    smp = cfg["sampler"]
+    smp.update(chains=int(r["chains"]), draws=int(r["draws"]), adapt_delta=float(r["adapt_delta"]))
+    smp["seed"] = int(smp["seed"]) + 1 + int(hashlib.sha256(fold.encode()).hexdigest()[:6], 16) % 100_000
+    smp.setdefault("precondition", {})["main_warmup"] = int(r["warmup"])
+    return cfg
+
+
+def in_process_fitter(engine: str | None = None) -> Fitter:
+    def fit(train: pd.DataFrame, out: Path, cfg: dict, warm_from: Path) -> None:
+        from atlas_assets.model.fit_process import run_fit
+
+        run_fit(train, out, cfg, warm_from=warm_from, engine=engine, log=lambda m: None)
+    return fit
+
+
+def _refit(split: Split, observations: pd.DataFrame, production_dir: Path, production_cfg: dict,
+           validation_cfg: Mapping[str, Any], fold_dir: Path, fitter: Fitter, log) -> tuple[Path, bool]:
+    """The fold's fit folder, reused when split, production fit and refit settings are unchanged."""
+    cfg = refit_config(production_cfg, validation_cfg, split.fold)
+    stamp = {"split": split.fingerprint(observations), "production_fit": production_dir.name,
+             "refit": hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()}
+    fit_dir = fold_dir / "fit"
+    stamp_path = fold_dir / "fold.json"
+    if (fit_dir / "fit_summary.json").exists() and stamp_path.exists() and json.loads(stamp_path.read_text()) == stamp:
+        log(f"{split.fold}: split and production fit unchanged, reusing {fit_dir}")
+        return fit_dir, True
+    shutil.rmtree(fold_dir, ignore_errors=True)
+    fold_dir.mkdir(parents=True)
+    train = observations[split.train].reset_index(drop=True)
+    log(f"{split.fold}: refitting on {len(train)} of {len(observations)} cells "
+        f"({int(split.heldout.sum())} held out, {int(split.dropped.sum())} dropped), warm from {production_dir.name}")
+    fitter(train, fit_dir, cfg, production_dir)
+    stamp_path.write_text(json.dumps(stamp, indent=1))
+    return fit_dir, False
+
+
+def _atlas_ensemble(refit, heldout: pd.DataFrame, rng: np.random.Generator) -> np.ndarray:
+    """One posterior predictive draw per posterior draw of the refit, per held-out cell (NaN where the
+    cell's state or family is not in the refit)."""
+    from atlas_assets.outputs.cell_model import predictive
+    from atlas_assets.outputs.draws import from_fit, observation_items
+
+    draws = from_fit(refit)
+    si = refit.stan_input
+    state_pos = pd.Series(si.states["state_pos"].to_numpy(), index=pd.MultiIndex.from_frame(si.states[["model", "reasoning_state"]]))
+    family_pos = si.families.set_index("family")["family_pos"]
+    out = np.full((draws.n_draws, len(heldout)), np.nan)
+    items = observation_items(heldout)
+    pos_s = np.array([state_pos.get((m, r), -1) for m, r in zip(heldout["model"], heldout["reasoning_state"])])
+    pos_f = heldout["family"].map(family_pos).fillna(-1).to_numpy(int)
+    for j in np.unique(pos_f[pos_f >= 0]):
+        cols = np.flatnonzero((pos_f == j) & (pos_s >= 0))
+        if len(cols):
+            out[:, cols] = predictive(rng, draws.eta(pos_s[cols], int(j)), draws.family(int(j), si.families), items[cols])
+    return out
+
+
+def _eci_ensembles(train: pd.DataFrame, heldout: pd.DataFrame, validation_cfg: Mapping[str, Any],
+                   seed: int) -> tuple[dict[str, np.ndarray], dict]:
+    from atlas_assets.validation.eci_form import bootstrap_eci_form
+
+    e = validation_cfg["baselines"]["eci_form"]
+    t0 = time.perf_counter()
+    boot = bootstrap_eci_form(train, n_boot=int(e["bootstrap"]), seed=seed, l2=float(e["l2"]))
+    args = (heldout["model"].to_numpy(), heldout["reasoning_state"].to_numpy(), heldout["family"].to_numpy())
+    ensembles = {"eci_form": boot.predict_draws(*args, residuals=False, seed=seed),
+                 "eci_form_residual": boot.predict_draws(*args, residuals=True, seed=seed + 1)}
+    return ensembles, {"eci_form_seconds": round(time.perf_counter() - t0, 2)}
+
+
+def _predictions(split: Split, observations: pd.DataFrame, refit, validation_cfg, seed: int) -> tuple[pd.DataFrame, dict]:
+    intervals = [float(x) for x in validation_cfg["intervals"]]
+    train = observations[split.train].reset_index(drop=True)
+    heldout = observations[split.heldout].reset_index(drop=True)
+    rng = np.random.default_rng(seed)
+    ensembles = {"atlas": _atlas_ensemble(refit, heldout, rng)}
+    size = ensembles["atlas"].shape[0]
+    eci, timing = _eci_ensembles(train, heldout, validation_cfg, seed)
+    ensembles.update(eci)
+    ensembles["family_mean"] = baselines.family_mean_ensemble(train, heldout, rng, size)
+    ensembles["model_offset"] = baselines.model_offset_ensemble(train, heldout, rng, size)
+    # identical splits: a cell is scored only when every method can predict it
+    scored = np.logical_and.reduce([np.isfinite(e).all(axis=0) for e in ensembles.values()])
+    base = heldout.loc[scored, KEY + ["kind", "u", "released_on"]].reset_index(drop=True)
+    frames = []
+    for method in METHODS:
+        cells = cell_scores(base["u"].to_numpy(float), ensembles[method][:, scored], intervals)
+        frames.append(pd.concat([base.assign(method=method), cells], axis=1))
+    out = pd.concat(frames, ignore_index=True)
+    out.insert(0, "fold", split.fold)
+    out.insert(0, "study", split.study)
+    return out, {"n_scored": int(scored.sum()), **timing}
+
+
+def _family_ranks(split: Split, observations: pd.DataFrame, refit, validation_cfg) -> pd.DataFrame:
+    """Each held-out family's leaderboard predicted from capability alone (posterior mean of the refit's
+    state capability), against the mean standardised score over the kept families."""
+    from atlas_assets.model.scores import draws_of
+
+    si = refit.stan_input
+    phi = pd.Series(draws_of(refit.idata, "phi").mean(axis=0),
+                    index=pd.MultiIndex.from_frame(si.states.sort_values("state_pos")[["model", "reasoning_state"]]))
+    baseline = baselines.mean_standardized_capability(observations[split.train])
+    rows = []
+    heldout = observations[split.heldout]
+    for family, cells in heldout.groupby("family"):
+        keys = list(zip(cells["model"], cells["reasoning_state"]))
+        have = np.array([k in phi.index and k in baseline.index for k in keys])
+        if have.sum() < int(validation_cfg["family"]["min_states"]):
+            continue
+        u = cells["u"].to_numpy(float)[have]
+        kept = [k for k, h in zip(keys, have) if h]
+        for method, values in (("atlas", phi), ("mean_standardized", baseline)):
+            rows.append({"fold": split.fold, "family": family, "method": method,
+                         **rank_agreement(values.loc[kept].to_numpy(float), u)})
+    return pd.DataFrame(rows)
+
+
+def _sensitivity(split: Split, refit_dir: Path, production_dir: Path, validation_cfg) -> pd.DataFrame:
+    from atlas_assets.model.fit_process import read_table
+
+    top = int(validation_cfg["sensitivity"]["top"])
+
+    def ranks(folder: Path) -> pd.Series:
+        scores = read_table(folder / "model_scores.parquet")
+        scores = scores[scores["headline_status"] == "published"].sort_values("display_mean", ascending=False)
+        return pd.Series(np.arange(1, len(scores) + 1), index=scores["model"].to_numpy())
+
+    before, after = ranks(production_dir), ranks(refit_dir)
+    leaders = before.index[:top]
+    shift = pd.Series({m: abs(int(after.get(m, len(after) + 1)) - int(before[m])) for m in leaders})
+    worst = shift.idxmax()
+    return pd.DataFrame([{"dropped_family": split.info["dropped_family"],
+                          "n_observations_dropped": split.info["n_observations_dropped"],
+                          "max_top20_rank_shift": int(shift.max()), "model": worst,
+                          "mean_top20_rank_shift": float(shift.mean())}])
+
+
+def run_fold(fold: str, production_dir: str | Path, validation_cfg: Mapping[str, Any], fold_root: str | Path,
+             fitter: Fitter | None = None, log: Callable[[str], None] = print) -> FoldResult:
+    """Split, refit (or reuse), and score one fold against the production fit in `production_dir`."""
+    from atlas_assets.model.fit_process import load_fit
+
+    production_dir = Path(production_dir)
+    production_cfg = json.loads((production_dir / "model_config.json").read_text())
+    observations = pd.read_csv(production_dir / "modeled_observations.csv")
+    split = make_split(fold, observations, validation_cfg, references(production_cfg))
+    fold_dir = Path(fold_root) / fold
+    t0 = time.perf_counter()
+    fit_dir, reused = _refit(split, observations, production_dir, production_cfg, validation_cfg, fold_dir,
+                             fitter or in_process_fitter(), log)
+    refit = load_fit(fit_dir)
+    diagnostics = json.loads((fit_dir / "diagnostics.json").read_text())
+    info = {"study": split.study, "fold": fold, "n_train": int(split.train.sum()),
+            "n_heldout": int(split.heldout.sum()), "n_dropped": int(split.dropped.sum()), "n_scored": 0,
+            "max_rhat": diagnostics.get("max_rhat"), "min_ess_bulk": diagnostics.get("min_ess_bulk"),
+            "divergences": diagnostics.get("divergences"), "sample_seconds": diagnostics.get("sample_seconds"),
+            "leapfrog": diagnostics.get("n_gradient_evals"), "reused": reused, "fit_dir": str(fit_dir),
+            "split": json.dumps(split.info, default=str)}
+    seed = int(validation_cfg["seed"]) + int(hashlib.sha256(fold.encode()).hexdigest()[:6], 16) % 100_000
+    result = FoldResult(fold, split.study, info, pd.DataFrame())
+    if split.study in ("forward", "forward_strict", "masked"):
+        result.predictions, extra = _predictions(split, observations, refit, validation_cfg, seed)
+        info.update(extra)
+    elif split.study == "family":
+        result.family_ranks = _family_ranks(split, observations, refit, validation_cfg)
+        info["n_scored"] = int(result.family_ranks["family"].nunique()) if len(result.family_ranks) else 0
+    elif split.study == "sensitivity":
+        result.sensitivity = _sensitivity(split, fit_dir, production_dir, validation_cfg)
+    info["fold_seconds"] = round(time.perf_counter() - t0, 1)
+    return result

@@ -1,0 +1,174 @@
+"""Which observed cells each validation fold holds out, and which it drops altogether.
+
+A split is a pure function of the production fit's `modeled_observations`, the
+validation config and a seed, so a fold can be re-run alone and give the same cells.
+Every study keeps the display-reference states' cells in training: the refit must be
+able to fix its display units (a missing reference is an error, not a substitute), and
+prediction is scored on the unit scale, where the references play no part.
+
+Studies (one `Split` per fold; `fold_keys` lists them, one Dagster partition each):
+- forward / forward_strict: models ordered by release date; every reasoning state of
+  the newest `newest_share` of dated models has `hide_share` of its cells hidden
+  (seeded; never its last one, so the state stays in the fit). The strict variant also
+  drops, from training and scoring alike, every family first evaluated after the cut.
+- masked_k: a seeded k-fold over cells.
+- family_k: whole families, grouped so one evaluator's or one lineage's families fall
+  in the same fold; groups are spread over folds by observation count (largest first).
+- sensitivity_k: the k-th best-covered family dropped (nothing is predicted; the
+  study compares rankings).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+KEY = ["model", "reasoning_state", "family"]
+
+
+@dataclass(frozen=True)
+class Split:
+    study: str                  # forward | forward_strict | masked | family | sensitivity
+    fold: str                   # the partition key, e.g. masked_2
+    heldout: np.ndarray         # bool per observation row: predicted and scored
+    dropped: np.ndarray         # bool per observation row: in neither training nor scoring
+    info: dict = field(default_factory=dict)
+
+    @property
+    def train(self) -> np.ndarray:
+        return ~self.heldout & ~self.dropped
+
+    def fingerprint(self, observations: pd.DataFrame) -> str:
+        """Hash of the cells held out and dropped (by name), so a refit is reused only for the same split."""
+        keys = observations[KEY].astype(str).agg("|".join, axis=1)
+        payload = {"heldout": sorted(keys[self.heldout]), "dropped": sorted(keys[self.dropped]), "study": self.study}
+        return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
+
+
+def fold_keys(cfg: Mapping[str, Any]) -> list[str]:
+    """Every partition key of the validation studies, in a stable order."""
+    return (["forward", "forward_strict"]
+            + [f"masked_{k}" for k in range(int(cfg["masked"]["folds"]))]
+            + [f"family_{k}" for k in range(int(cfg["family"]["folds"]))]
+            + [f"sensitivity_{k}" for k in range(int(cfg["sensitivity"]["families"]))])
+
+
+def study_of(fold: str) -> str:
+    return fold if fold.startswith("forward") else fold.rsplit("_", 1)[0]
+
+
+def _protected(observations: pd.DataFrame, references: list[tuple[str, str]]) -> np.ndarray:
+    """Rows of the display-reference states: always kept in training."""
+    pairs = set(references)
+    return np.array([(m, r) in pairs for m, r in zip(observations["model"], observations["reasoning_state"])])
+
+
+def _rng(cfg: Mapping[str, Any], fold: str) -> np.random.Generator:
+    # one stream per study, derived from the config seed and the study's name (stable across runs)
+    digest = int(hashlib.sha256(f"{cfg['seed']}:{study_of(fold)}".encode()).hexdigest()[:12], 16)
+    return np.random.default_rng(digest)
+
+
+def release_cut(observations: pd.DataFrame, newest_share: float) -> tuple[pd.Timestamp, list[str]]:
+    """The release date from which a dated model counts as new, and the new models (the newest share of dated
+    models; ties on the cut date are all new)."""
+    released = pd.to_datetime(observations.groupby("model")["released_on"].first(), errors="coerce").dropna()
+    if released.empty:
+        raise ValueError("no model in modeled_observations has a release date (column released_on): no forward study")
+    ordered = released.sort_values(kind="mergesort")
+    n_new = max(1, int(round(newest_share * len(ordered))))
+    cut = ordered.iloc[len(ordered) - n_new]
+    return cut, sorted(ordered.index[ordered >= cut])
+
+
+def forward_split(observations: pd.DataFrame, cfg: Mapping[str, Any], references, *, strict: bool) -> Split:
+    fold = "forward_strict" if strict else "forward"
+    obs = observations.reset_index(drop=True)
+    cut, new_models = release_cut(obs, float(cfg["forward"]["newest_share"]))
+    rng = _rng(cfg, "forward")  # both variants hide the same cells
+    protected = _protected(obs, references)
+    heldout = np.zeros(len(obs), bool)
+    share = float(cfg["forward"]["hide_share"])
+    new = obs["model"].isin(new_models).to_numpy()
+    for _, rows in obs[new & ~protected].groupby(["model", "reasoning_state"], sort=True):
+        idx = rows.index.to_numpy()
+        if len(idx) < 2:
+            continue
+        n_hide = min(len(idx) - 1, max(1, int(np.floor(share * len(idx)))))
+        heldout[rng.choice(np.sort(idx), size=n_hide, replace=False)] = True
+    dropped = np.zeros(len(obs), bool)
+    late_families: list[str] = []
+    if strict:
+        first_seen = pd.to_datetime(obs["released_on"], errors="coerce").groupby(obs["family"]).min()
+        late_families = sorted(first_seen.index[first_seen >= cut])
+        dropped = obs["family"].isin(late_families).to_numpy()
+        heldout &= ~dropped
+    return Split("forward_strict" if strict else "forward", fold, heldout, dropped,
+                 {"cut": str(cut.date()), "new_models": len(new_models), "late_families": late_families})
+
+
+def masked_split(observations: pd.DataFrame, cfg: Mapping[str, Any], references, k: int) -> Split:
+    obs = observations.reset_index(drop=True)
+    folds = int(cfg["masked"]["folds"])
+    protected = _protected(obs, references)
+    rng = _rng(cfg, "masked_0")
+    candidates = np.flatnonzero(~protected)
+    assignment = np.full(len(obs), -1)
+    assignment[rng.permutation(candidates)] = np.arange(len(candidates)) % folds
+    return Split("masked", f"masked_{k}", assignment == k, np.zeros(len(obs), bool), {"folds": folds})
+
+
+def family_groups(observations: pd.DataFrame, cfg: Mapping[str, Any], references) -> list[list[str]]:
+    """The family folds: configured groups (one evaluator / lineage) plus every other family alone, spread
+    over `family.folds` folds largest first, each to the fold with the fewest observations so far."""
+    counts = observations.groupby("family").size()
+    present = set(counts.index)
+    groups = [sorted(set(g) & present) for g in cfg["family"]["groups"].values()]
+    groups = [g for g in groups if g]
+    grouped = {f for g in groups for f in g}
+    groups += [[f] for f in sorted(present - grouped)]
+    groups.sort(key=lambda g: (-int(counts[g].sum()), g[0]))
+    folds: list[list[str]] = [[] for _ in range(int(cfg["family"]["folds"]))]
+    sizes = [0] * len(folds)
+    for group in groups:
+        target = int(np.argmin(sizes))
+        folds[target] += group
+        sizes[target] += int(counts[group].sum())
+    return [sorted(f) for f in folds]
+
+
+def family_split(observations: pd.DataFrame, cfg: Mapping[str, Any], references, k: int) -> Split:
+    obs = observations.reset_index(drop=True)
+    held_families = family_groups(obs, cfg, references)[k]
+    heldout = obs["family"].isin(held_families).to_numpy()
+    return Split("family", f"family_{k}", heldout, np.zeros(len(obs), bool), {"families": held_families})
+
+
+def best_covered_families(observations: pd.DataFrame, n: int) -> list[str]:
+    counts = observations.groupby("family").size().reset_index(name="n")
+    return counts.sort_values(["n", "family"], ascending=[False, True])["family"].head(n).tolist()
+
+
+def sensitivity_split(observations: pd.DataFrame, cfg: Mapping[str, Any], references, k: int) -> Split:
+    obs = observations.reset_index(drop=True)
+    family = best_covered_families(obs, int(cfg["sensitivity"]["families"]))[k]
+    dropped = (obs["family"] == family).to_numpy()
+    return Split("sensitivity", f"sensitivity_{k}", np.zeros(len(obs), bool), dropped,
+                 {"dropped_family": family, "n_observations_dropped": int(dropped.sum())})
+
+
+def make_split(fold: str, observations: pd.DataFrame, cfg: Mapping[str, Any],
+               references: list[tuple[str, str]]) -> Split:
+    """The split of one partition key (see `fold_keys`)."""
+    if fold not in fold_keys(cfg):
+        raise ValueError(f"unknown validation fold {fold!r}; the config defines {fold_keys(cfg)}")
+    if fold in ("forward", "forward_strict"):
+        return forward_split(observations, cfg, references, strict=fold == "forward_strict")
+    study, k = fold.rsplit("_", 1)
+    builder = {"masked": masked_split, "family": family_split, "sensitivity": sensitivity_split}[study]
+    return builder(observations, cfg, references, int(k))
