@@ -480,3 +480,24 @@ def load_validated(
         data = deep_update(data, overrides)
     validate_data(data, schema, source=source, lines=lines, overridden=_override_paths(overrides or {}))
     return data
+
+
+# --------------------------------------------------------------------------- publish.yaml
+
+ValidationTable = Literal[
+    "validation_metrics", "validation_predictions", "validation_family_skill", "validation_family_ranks",
+    "validation_folds", "validation_sensitivity",
+]
+
+
+class PublishReport(Strict):
+    leaderboard_models: int = Field(ge=1, le=500)
+    difficulty_families: list[str] = Field(max_length=6)
+    image_dpi: int = Field(ge=50, le=300)
+    metadata_image_dpi: int = Field(ge=30, le=200)
+
+
+class PublishFile(Strict):
+    version: int
+    required_validation: list[ValidationTable]
+    report: PublishReport
