@@ -1,0 +1,379 @@
+"""What one publication holds, gathered from ONE fit and stamped with that fit's identity, or refused.
+
+A publication is the score tables of a fit (read from its folder: the DuckDB copies carry no fit
+stamp), the outputs computed from it (DuckDB tables carrying `fit`), the validation results that
+validated it (DuckDB tables carrying `fit` = the production fit they refit) and a methodology
+record. Every table is stamped with three columns, `fit`, `data_sha256` and `spec_sha256`, taken
+from the fit folder's fingerprint.json, so a file taken out of its folder still says what it is.
+
+`collect_publication` refuses (`PublicationRefused`, listing every problem and naming each artifact)
+when a table's `fit` disagrees with the fit being published, when a required table is missing,
+empty or lacks a column readers rely on, or when the fit folder's fingerprint disagrees with its
+name. Whether the fit may be published at all (gates, specification) is asked of
+`publishable.require_publishable_fit` by the caller first.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+import yaml
+
+from atlas_assets import settings
+from atlas_assets.spec import NUMERIC_DISTRIBUTIONS, manifest_fingerprint
+
+SQL = Path(__file__).resolve().parent / "sql"
+STAMP_COLUMNS = ("fit", "data_sha256", "spec_sha256")
+METHODOLOGY = "methodology"
+# Beside the numeric libraries of the specification: orchestration, checks, and CRPS of the validation.
+# (matplotlib is left out: it draws the report, which is not part of the publication.)
+OTHER_DISTRIBUTIONS = ("dagster", "dagster-duckdb", "great-expectations", "scoringrules")
+
+
+class PublicationRefused(RuntimeError):
+    """The artifacts do not make one consistent publication; `problems` names each artifact and why."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("publication refused, nothing published (the current publication stays): "
+                         + "; ".join(problems))
+
+
+@dataclass(frozen=True)
+class Stamps:
+    fit: str
+    data_sha256: str
+    spec_sha256: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"fit": self.fit, "data_sha256": self.data_sha256, "spec_sha256": self.spec_sha256}
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One published table. `source`: "fit_folder" (a score table of the fit, `<name>.parquet`) or
+    "table" (a DuckDB table that must carry `fit`). `columns`: what readers rely on (for an optional
+    table, its whole schema: an absent one is published empty with exactly these columns and types)."""
+
+    name: str
+    source: str
+    description: str
+    columns: dict[str, str]
+    required: bool = True
+    order_by: tuple[str, ...] = ()
+
+
+def _cols(spec: str) -> dict[str, str]:
+    """'a b:float c:bool' -> {a: str, b: float, c: bool}; the type only matters for an empty stand-in."""
+    out = {}
+    for item in spec.split():
+        name, _, kind = item.partition(":")
+        out[name] = kind or "str"
+    return out
+
+
+ARTIFACTS: tuple[Artifact, ...] = (
+    Artifact("state_scores", "fit_folder", "Capability per reasoning state on the display scale (mean, median, "
+             "90% interval), latent values, evidence, eligibility.",
+             _cols("model reasoning_state eligible:bool display_mean:float display_lower:float display_upper:float")),
+    Artifact("model_scores", "fit_folder", "Capability per model: the headline (best eligible) state with its "
+             "interval, P(rank 1), P(top k), expected rank; models without a headline say why.",
+             _cols("model headline_state headline_status display_mean:float display_lower:float "
+                   "display_upper:float p_rank1:float")),
+    Artifact("reasoning_effects", "fit_folder", "Shared effect of each reasoning setting relative to default, "
+             "with P(step helps) along the ladder.",
+             _cols("setting setting_kind display_mean:float display_lower:float display_upper:float")),
+    Artifact("family_parameters", "fit_folder", "Difficulty, discrimination and dispersion per benchmark family.",
+             _cols("family kind floor:float b_display_mean:float b_display_lower:float b_display_upper:float "
+                   "beta_display_mean:float")),
+    Artifact("difficulty_bounds", "table", "Difficulty per family with the bound flag (≳ / ≲), saturation point and "
+             "frontier expected score.",
+             _cols("family kind floor:float difficulty_median:float difficulty_lower:float difficulty_upper:float "
+                   "difficulty_display bound evaluated_low:float evaluated_high:float bound_rule"),
+             order_by=("family",)),
+    Artifact("reliability_grades", "table", "Reliability per family (among the states scored and over every state) "
+             "and its grade.",
+             _cols("family grade n_models:int reliability_mean:float reliability_lower:float "
+                   "reliability_upper:float reliability_all_mean:float grade_rule"),
+             order_by=("family",)),
+    Artifact("dimensionality_test", "table", "Residual-correlation test of one capability against posterior "
+             "predictive replicates.",
+             _cols("n_pairs:int statistic:float replicate_mean:float tail_probability:float rule")),
+    Artifact("dimensionality_pairs", "table", "The family pairs of the residual-correlation test.",
+             _cols("family_a family_b n_shared_states:int r_mean:float"), order_by=("family_a", "family_b")),
+    Artifact("cell_predictions", "table", "Posterior predictive summaries of every eligible state x family cell; "
+             "observed cells with their p-value.",
+             _cols("model reasoning_state family observed:bool u_observed:float pred_mean:float "
+                   "lower_90:float upper_90:float"),
+             order_by=("model", "reasoning_state", "family")),
+    Artifact("validation_metrics", "table", "Per study and method: RMSE, MAE, CRPS, Spearman and interval coverage "
+             "of held-out cells.",
+             _cols("study method n_cells:int n_folds:int rmse:float mae:float rmse_points:float mae_points:float "
+                   "crps:float spearman:float coverage_50:float coverage_90:float coverage_95:float"),
+             required=False, order_by=("study", "method")),
+    Artifact("validation_predictions", "table", "Every held-out cell's prediction per study, fold and method.",
+             _cols("study fold:int method model reasoning_state family released_on:date u:float pred_mean:float "
+                   "pred_median:float lower_50:float upper_50:float lower_90:float upper_90:float lower_95:float "
+                   "upper_95:float crps:float"),
+             required=False, order_by=("study", "fold", "method", "model", "reasoning_state", "family")),
+    Artifact("validation_family_skill", "table", "Per held-out family: CRPS of the model against the family-mean "
+             "baseline.",
+             _cols("study family n_cells:int crps_atlas:float crps_family_mean:float skill:float "
+                   "reliability_mean:float"),
+             required=False, order_by=("study", "family")),
+    Artifact("validation_family_ranks", "table", "Rank prediction of held-out families.",
+             _cols("fold:int family method n_models:int spearman:float rmse_std:float mae_std:float"),
+             required=False, order_by=("fold", "family", "method")),
+    Artifact("validation_folds", "table", "Sampler diagnostics of every validation refit.",
+             _cols("study fold:int n_train:int n_heldout:int n_scored:int max_rhat:float min_ess_bulk:float "
+                   "divergences:int sample_seconds:float leapfrog:float"),
+             required=False, order_by=("study", "fold")),
+    Artifact("validation_sensitivity", "table", "Largest top-20 rank shift when each well-covered family is dropped.",
+             _cols("dropped_family n_observations_dropped:int max_top20_rank_shift:float model"),
+             required=False, order_by=("dropped_family", "model")),
+)
+ARTIFACTS_BY_NAME = {a.name: a for a in ARTIFACTS}
+VALIDATION_ARTIFACTS = tuple(a.name for a in ARTIFACTS if a.name.startswith("validation_"))
+
+_EMPTY_DTYPES = {"str": "string", "float": "float64", "int": "Int64", "bool": "boolean", "date": "datetime64[s]"}
+
+
+@dataclass
+class Collected:
+    """One stamped table ready to write; `note` says why an optional one is empty."""
+
+    frame: pd.DataFrame
+    note: str | None = None
+
+
+@dataclass
+class Publication:
+    stamps: Stamps
+    tables: dict[str, Collected]
+    methodology: dict[str, Any]
+    notes: dict[str, str] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------- stamps
+
+
+def fit_stamps(fit_dir: Path) -> Stamps:
+    """The fit's identity from its folder: fingerprint.json, checked against the folder's name
+    (`<data[:16]>-<spec[:16]>-<settings>`, capability_fit's naming)."""
+    fit_dir = Path(fit_dir)
+    path = fit_dir / "fingerprint.json"
+    try:
+        fingerprint = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise PublicationRefused([f"fit {fit_dir.name}: fingerprint.json unreadable ({error})"]) from None
+    data, spec = fingerprint.get("data_sha256"), fingerprint.get("spec_sha256")
+    if not (isinstance(data, str) and isinstance(spec, str) and len(data) == 64 and len(spec) == 64):
+        raise PublicationRefused([f"fit {fit_dir.name}: fingerprint.json lacks a 64-hex data_sha256 and spec_sha256 "
+                                  f"(has {sorted(fingerprint)})"])
+    if not fit_dir.name.startswith(f"{data[:16]}-{spec[:16]}"):
+        raise PublicationRefused([f"fit {fit_dir.name}: its fingerprint.json says data {data[:16]} and specification "
+                                  f"{spec[:16]}, which is not the fit the folder is named for"])
+    return Stamps(fit_dir.name, data, spec)
+
+
+def stamp(frame: pd.DataFrame, stamps: Stamps) -> pd.DataFrame:
+    return frame.assign(**stamps.as_dict())
+
+
+def fit_stamp_problems(name: str, frame: pd.DataFrame, fit: str) -> list[str]:
+    """Why the rows of a `fit`-stamped table are not (all) of `fit`; [] when they are."""
+    if "fit" not in frame.columns:
+        return [f"{name} carries no fit stamp (column fit), so it cannot be shown to come from fit {fit}"]
+    stamped = frame["fit"]
+    others = sorted({str(v) for v in stamped.dropna().unique()} - {fit})
+    problems = []
+    if others:
+        problems.append(f"{name} is stamped fit {others} but the fit being published is {fit}")
+    if stamped.isna().any():
+        problems.append(f"{name} has {int(stamped.isna().sum())} rows without a fit stamp")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------- tables
+
+
+def empty_frame(artifact: Artifact) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series([], dtype=_EMPTY_DTYPES[kind]) for c, kind in artifact.columns.items()})
+
+
+def existing_tables(conn: duckdb.DuckDBPyConnection) -> set[str]:
+    return {row[0] for row in conn.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
+
+
+def _read_fit_table(fit_dir: Path, name: str) -> pd.DataFrame | None:
+    from atlas_assets.model.fit_process import read_table
+
+    for path in (fit_dir / f"{name}.parquet", fit_dir / f"{name}.csv"):
+        if path.exists():
+            return read_table(path)
+    return None
+
+
+def _ordered(frame: pd.DataFrame, keys: tuple[str, ...]) -> pd.DataFrame:
+    """A canonical row order, so the same content renders to the same files (and is not published twice)."""
+    keys = [k for k in keys if k in frame.columns]
+    if not keys or frame.empty:
+        return frame.reset_index(drop=True)
+    return frame.sort_values(keys, kind="mergesort", na_position="last").reset_index(drop=True)
+
+
+def collect_tables(conn: duckdb.DuckDBPyConnection, fit_dir: Path, stamps: Stamps,
+                   required_validation: list[str] | tuple[str, ...] = ()) -> dict[str, Collected]:
+    """Every artifact of ARTIFACTS, stamped; raises PublicationRefused listing every problem found."""
+    present = existing_tables(conn)
+    problems: list[str] = []
+    collected: dict[str, Collected] = {}
+    for artifact in ARTIFACTS:
+        required = artifact.required or artifact.name in required_validation
+        if artifact.source == "fit_folder":
+            frame = _read_fit_table(fit_dir, artifact.name)
+            where = f"fit folder {fit_dir.name}"
+        elif artifact.name in present:
+            frame = conn.execute(f'SELECT * FROM "{artifact.name}"').df()
+            where = "DuckDB"
+        else:
+            frame, where = None, "DuckDB"
+        if frame is None:
+            if required:
+                problems.append(f"{artifact.name} is missing (not in {where})")
+            else:
+                collected[artifact.name] = Collected(stamp(empty_frame(artifact), stamps),
+                                                     f"{artifact.name} does not exist yet: no results to publish")
+            continue
+        if frame.empty:
+            if required:
+                problems.append(f"{artifact.name} is empty")
+                continue
+            note = f"{artifact.name} is empty: the study produced no rows"
+        else:
+            note = None
+        if artifact.source == "table" and not frame.empty:
+            found = fit_stamp_problems(artifact.name, frame, stamps.fit)
+            if found:
+                problems.extend(found)
+                continue
+        lacking = [c for c in artifact.columns if c not in frame.columns]
+        if lacking:
+            problems.append(f"{artifact.name} lacks columns {lacking}")
+            continue
+        collected[artifact.name] = Collected(stamp(_ordered(frame, artifact.order_by), stamps), note)
+    if problems:
+        raise PublicationRefused(problems)
+    return collected
+
+
+# -------------------------------------------------------------------------------------------- methodology
+
+
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _query(conn: duckdb.DuckDBPyConnection, sql_file: str, needs: str, present: set[str]) -> list[dict] | str:
+    if needs not in present:
+        return f"not available: table {needs} does not exist"
+    frame = conn.execute((SQL / sql_file).read_text()).df()
+    return json.loads(frame.to_json(orient="records", date_format="iso"))
+
+
+def _config_files(required_validation: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """The stage configurations in force (parsed); the registry YAMLs are large and sit, by hash, in the
+    specification manifest instead. Of publish.yaml only what decides the publication: its report
+    settings change the page, not what is published, and must not make a new version."""
+    out = {}
+    for stem in ("cleaning", "outputs", "validation"):
+        path = settings.CONFIG_DIR / f"{stem}.yaml"
+        if path.exists():
+            out[stem] = yaml.safe_load(path.read_text())
+    out["publication"] = {"required_validation": list(required_validation)}
+    return out
+
+
+def library_versions() -> dict[str, str]:
+    versions = {}
+    for name in (*NUMERIC_DISTRIBUTIONS, *OTHER_DISTRIBUTIONS):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "not installed"
+    return versions
+
+
+def _first(frame: pd.DataFrame | None, column: str) -> Any:
+    if frame is None or frame.empty or column not in frame.columns:
+        return None
+    return frame[column].iloc[0]
+
+
+def methodology_record(conn: duckdb.DuckDBPyConnection, fit_dir: Path, stamps: Stamps,
+                       tables: dict[str, Collected],
+                       required_validation: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """How the published numbers were made: configuration, rules, fit diagnostics and settings, cleaning
+    counts, sources, libraries. Deterministic for a given fit and data (no run ids or wall-clock times
+    of this run), so republishing unchanged inputs reproduces it byte for byte."""
+    present = existing_tables(conn)
+    diagnostics = _read_json(fit_dir / "diagnostics.json") or {}
+    summary = _read_json(fit_dir / "fit_summary.json") or {}
+    summary.pop("out_dir", None)  # the staging path the fit was written to, not where it lives
+    manifest = _read_json(fit_dir / "specification.json")
+    frame = lambda name: tables[name].frame if name in tables else None  # noqa: E731
+    return {
+        "stamps": stamps.as_dict(),
+        "fit": {
+            "engine": diagnostics.get("engine"),
+            "sampler_settings": diagnostics.get("settings"),
+            "precondition": diagnostics.get("precondition"),
+            "thresholds": diagnostics.get("thresholds"),
+            "gates": diagnostics.get("checks"),
+            "passes": diagnostics.get("passes"),
+            "diagnostics": {k: diagnostics.get(k) for k in (
+                "n_chains", "n_draws", "max_rhat", "min_ess_bulk", "min_ess_tail", "divergences", "min_ebfmi",
+                "mean_tree_depth", "max_tree_depth", "treedepth_hits", "mean_leapfrog_per_draw", "n_gradient_evals",
+                "sample_seconds", "compile_seconds", "worst_rhat", "worst_ess_bulk", "worst_ess_tail")},
+            "display_reference": diagnostics.get("display_reference"),
+            "stan_sha256": diagnostics.get("stan_sha256") or summary.get("stan_sha256"),
+            "summary": summary,
+        },
+        "configuration": {"model": _read_json(fit_dir / "model_config.json"), **_config_files(required_validation)},
+        "rules": {
+            "difficulty_bound": _first(frame("difficulty_bounds"), "bound_rule"),
+            "reliability_grade": _first(frame("reliability_grades"), "grade_rule"),
+            "dimensionality": _first(frame("dimensionality_test"), "rule"),
+        },
+        "specification": {
+            "sha256": stamps.spec_sha256,
+            "parts": {part: manifest_fingerprint({part: files}) for part, files in manifest.items()} if manifest else None,
+            "manifest": manifest,
+        },
+        "cleaning_stages": _query(conn, "stage_counts.sql", "audit_stage_history", present),
+        "sources": _query(conn, "source_snapshots.sql", "source_snapshots", present),
+        "libraries": library_versions(),
+        "artifacts": {
+            name: {"description": ARTIFACTS_BY_NAME[name].description, "rows": len(item.frame),
+                   "source": ARTIFACTS_BY_NAME[name].source, "note": item.note}
+            for name, item in tables.items()
+        },
+    }
+
+
+def collect_publication(conn: duckdb.DuckDBPyConnection, fit_dir: Path,
+                        required_validation: list[str] | tuple[str, ...] = ()) -> Publication:
+    """The whole publication of the fit in `fit_dir` (the caller has checked it is publishable)."""
+    fit_dir = Path(fit_dir)
+    stamps = fit_stamps(fit_dir)
+    tables = collect_tables(conn, fit_dir, stamps, required_validation)
+    record = methodology_record(conn, fit_dir, stamps, tables, required_validation)
+    notes = {name: item.note for name, item in tables.items() if item.note}
+    return Publication(stamps, tables, record, notes)

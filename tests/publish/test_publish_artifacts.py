@@ -1,0 +1,113 @@
+"""What goes into a publication, and the refusals: another fit's rows, a fingerprint that is not the fit's,
+a missing or empty required table. Every refusal names the artifact."""
+
+from __future__ import annotations
+
+import duckdb
+import pandas as pd
+import pytest
+
+from atlas_assets.publish.artifacts import (
+    ARTIFACTS,
+    STAMP_COLUMNS,
+    VALIDATION_ARTIFACTS,
+    PublicationRefused,
+    collect_publication,
+)
+from tests.publish.fixtures import SPEC_SHA256, make_home
+
+
+def collect(home, fit_dir, required_validation=()):
+    with duckdb.connect(str(home / "atlas.duckdb")) as conn:
+        return collect_publication(conn, fit_dir, required_validation)
+
+
+def test_every_artifact_is_stamped_with_the_one_fit_data_hash_and_specification(tmp_path, bundle):
+    fit_dir = make_home(tmp_path, bundle)
+    publication = collect(tmp_path, fit_dir)
+    assert set(publication.tables) == {a.name for a in ARTIFACTS}
+    expected = (bundle.fit, bundle.data_sha256, SPEC_SHA256)
+    for name, item in publication.tables.items():
+        assert len(item.frame), name
+        stamps = set(map(tuple, item.frame[list(STAMP_COLUMNS)].drop_duplicates().to_numpy()))
+        assert stamps == {expected}, name
+    assert publication.methodology["stamps"] == dict(zip(STAMP_COLUMNS, expected))
+    # the methodology record: the fit's settings and diagnostics, the cleaning run, the sources
+    record = publication.methodology
+    assert record["fit"]["engine"] == "synthetic" and record["fit"]["sampler_settings"]["chains"] == 2
+    assert record["fit"]["diagnostics"]["max_rhat"] == pytest.approx(1.004)
+    assert [s["stage"] for s in record["cleaning_stages"]] == ["oriented_scores", "modeled_observations"]
+    assert {s["source"]: s["first_retrieved_at"] for s in record["sources"]}["epoch_hub"].startswith("2026-11-01")
+    assert record["configuration"]["model"]["display"]["reference"]
+    assert record["configuration"]["publication"] == {"required_validation": []}
+    assert "out_dir" not in record["fit"]["summary"] and record["libraries"]["duckdb"] == duckdb.__version__
+
+
+@pytest.mark.parametrize("artifact", ["difficulty_bounds", "cell_predictions", "validation_metrics"])
+def test_refuses_a_table_of_another_fit_and_names_it(tmp_path, bundle, artifact):
+    other = bundle.tables[artifact].copy()
+    other.loc[other.index[:2], "fit"] = "0000000000000000-1111111111111111-c4w1000d750s1"
+    fit_dir = make_home(tmp_path, bundle, replace={artifact: other})
+    with pytest.raises(PublicationRefused) as refused:
+        collect(tmp_path, fit_dir)
+    message = str(refused.value)
+    assert artifact in message and "0000000000000000-1111111111111111" in message and bundle.fit in message
+    assert len(refused.value.problems) == 1  # only the mismatching table is blamed
+
+
+def test_refuses_a_table_without_a_fit_stamp(tmp_path, bundle):
+    unstamped = bundle.tables["reliability_grades"].drop(columns="fit")
+    fit_dir = make_home(tmp_path, bundle, replace={"reliability_grades": unstamped})
+    with pytest.raises(PublicationRefused, match="reliability_grades carries no fit stamp"):
+        collect(tmp_path, fit_dir)
+
+
+def test_refuses_missing_and_empty_required_tables_naming_each(tmp_path, bundle):
+    empty = bundle.tables["reliability_grades"].iloc[:0]
+    fit_dir = make_home(tmp_path, bundle, replace={"reliability_grades": empty}, drop=("cell_predictions",))
+    (fit_dir / "reasoning_effects.parquet").unlink()
+    (fit_dir / "reasoning_effects.csv").unlink()
+    with pytest.raises(PublicationRefused) as refused:
+        collect(tmp_path, fit_dir)
+    problems = refused.value.problems
+    assert any(p.startswith("cell_predictions is missing") for p in problems)
+    assert "reliability_grades is empty" in problems
+    assert any(p.startswith("reasoning_effects is missing (not in fit folder") for p in problems)
+
+
+def test_refuses_a_fingerprint_that_is_not_the_fit_the_folder_is_named_for(tmp_path, bundle):
+    fit_dir = make_home(tmp_path, bundle, fingerprint={"data_sha256": "9" * 64, "spec_sha256": SPEC_SHA256})
+    with pytest.raises(PublicationRefused, match="not the fit the folder is named for"):
+        collect(tmp_path, fit_dir)
+
+
+def test_refuses_a_table_lacking_a_column_readers_rely_on(tmp_path, bundle):
+    fit_dir = make_home(tmp_path, bundle,
+                        replace={"difficulty_bounds": bundle.tables["difficulty_bounds"].drop(columns="bound")})
+    with pytest.raises(PublicationRefused, match=r"difficulty_bounds lacks columns \['bound'\]"):
+        collect(tmp_path, fit_dir)
+
+
+def test_absent_or_empty_validation_is_published_empty_with_a_note(tmp_path, bundle):
+    empty_metrics = bundle.tables["validation_metrics"].iloc[:0]
+    absent = tuple(v for v in VALIDATION_ARTIFACTS if v != "validation_metrics")
+    fit_dir = make_home(tmp_path, bundle, replace={"validation_metrics": empty_metrics}, drop=absent)
+    publication = collect(tmp_path, fit_dir)
+    for name in VALIDATION_ARTIFACTS:
+        item = publication.tables[name]
+        assert item.frame.empty and item.note, name
+        declared = next(a for a in ARTIFACTS if a.name == name).columns
+        assert set(declared) | set(STAMP_COLUMNS) <= set(item.frame.columns), name
+    assert "does not exist yet" in publication.notes["validation_predictions"]
+    assert "is empty" in publication.notes["validation_metrics"]
+    # ...unless publish.yaml requires it
+    with pytest.raises(PublicationRefused, match="validation_metrics is empty"):
+        collect(tmp_path, fit_dir, required_validation=["validation_metrics"])
+
+
+def test_rows_are_published_in_a_canonical_order(tmp_path, bundle):
+    shuffled = bundle.tables["cell_predictions"].sample(frac=1.0, random_state=3)
+    fit_dir = make_home(tmp_path, bundle, replace={"cell_predictions": shuffled})
+    frame = collect(tmp_path, fit_dir).tables["cell_predictions"].frame
+    keys = frame[["model", "reasoning_state", "family"]]
+    pd.testing.assert_frame_equal(keys, keys.sort_values(list(keys.columns)).reset_index(drop=True))
