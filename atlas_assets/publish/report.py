@@ -1,0 +1,456 @@
+"""The report: one static HTML page and its PNGs, built only from the files of one publication.
+
+Nothing here reads DuckDB or the fit: every number shown comes from a published CSV or
+methodology.json of the version folder it is given, so the page says exactly what was published.
+Sections (each a heading, one sentence and a figure and/or table): leaderboard, reasoning effects,
+difficulty curves, reliability, calibration, forward-in-time errors, the one-number question, how
+it was made. A section whose tables are empty (a validation study that did not run) shows a
+visible note instead of its figure. The page is plain HTML and CSS with images as relative files
+and no scripts; it links the published CSVs beside it (`../<artifact>.csv`).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+
+from atlas_assets.publish import figures
+from atlas_assets.publish.artifacts import ARTIFACTS_BY_NAME, METHODOLOGY
+
+REPORT_FILE = "index.html"
+REPORT_RECORD = "report.json"
+DASH = "–"
+
+
+@dataclass
+class ReportResult:
+    publication: str
+    sections: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    images: dict[str, bytes] = field(default_factory=dict)   # name -> small PNG for the asset's metadata
+    leaderboard: list[dict[str, Any]] = field(default_factory=list)
+
+
+class PublishedVersion:
+    """The files of one version folder, read on demand (CSV: the canonical rendering)."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.manifest = json.loads((self.folder / "manifest.json").read_text())
+        self.methodology = json.loads((self.folder / f"{METHODOLOGY}.json").read_text())
+        self._tables: dict[str, pd.DataFrame] = {}
+
+    @property
+    def name(self) -> str:
+        return self.manifest["name"]
+
+    def table(self, name: str) -> pd.DataFrame:
+        if name not in self._tables:
+            self._tables[name] = pd.read_csv(self.folder / f"{name}.csv")
+        return self._tables[name]
+
+
+# ------------------------------------------------------------------------------------------- selections
+
+
+def leaderboard_rows(model_scores: pd.DataFrame, top: int) -> pd.DataFrame:
+    """The `top` models with a published headline, best first (ties by name)."""
+    ranked = model_scores[model_scores["headline_status"] == "published"]
+    ranked = ranked.sort_values(["display_mean", "model"], ascending=[False, True], kind="mergesort")
+    return ranked.head(top).reset_index(drop=True)
+
+
+def other_states(state_scores: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """Each leaderboard model's eligible states other than its headline."""
+    headline = dict(zip(rows["model"], rows["headline_state"]))
+    mine = state_scores[state_scores["model"].isin(headline) & state_scores["eligible"].astype(bool)]
+    mine = mine[mine["reasoning_state"] != mine["model"].map(headline)]
+    return mine.sort_values(["model", "display_mean"], ascending=[True, False])
+
+
+def display_units(methodology: dict[str, Any]) -> str:
+    """'display units: <low state> = 130, <high state> = 150' from the fit's recorded display references."""
+    reference = (methodology.get("fit") or {}).get("display_reference") or \
+        (((methodology.get("configuration") or {}).get("model") or {}).get("display") or {}).get("reference") or {}
+    parts = [f"{r.get('model')} {r.get('reasoning_state')} = {r.get('value'):g}"
+             for r in (reference.get("low"), reference.get("high")) if isinstance(r, dict) and "value" in r]
+    return "display units: " + ", ".join(parts) if parts else "display units"
+
+
+def difficulty_families(bounds: pd.DataFrame, parameters: pd.DataFrame, chosen: list[str]) -> pd.DataFrame:
+    """Up to three contrasting bounded families with a `role`: the easiest (preferably flagged ≲, i.e.
+    saturated), the hardest measured without a bound, one reported as a bound (preferably ≳); or the
+    families named in publish.yaml."""
+    merged = bounds.drop(columns=["kind", "floor"]).merge(parameters[[
+        "family", "kind", "floor", "b_display_mean", "b_display_lower", "b_display_upper", "beta_display_mean"]],
+        on="family")
+    bounded = merged[merged["kind"] == "bounded"]
+    picks: list[tuple[str, str]] = []
+
+    def take(candidates: pd.DataFrame, role: str) -> None:
+        for family in candidates["family"]:
+            if family not in {f for f, _ in picks}:
+                picks.append((family, role))
+                return
+
+    if chosen:
+        for family in chosen:
+            row = bounded[bounded["family"] == family]
+            if len(row):
+                flag = row["bound"].iloc[0]
+                picks.append((family, f"reported as a bound ({flag})" if isinstance(flag, str) else "measured"))
+    else:
+        by_difficulty = bounded.sort_values("difficulty_median", kind="mergesort")
+        take(pd.concat([by_difficulty[by_difficulty["bound"] == "≲"], by_difficulty]), "easy, saturated")
+        unflagged = by_difficulty[by_difficulty["bound"].isna()]
+        take(unflagged.iloc[::-1], "frontier: hardest measured")
+        flagged = by_difficulty[by_difficulty["bound"].notna()].iloc[::-1]
+        take(pd.concat([flagged[flagged["bound"] == "≳"], flagged]), "reported as a bound")
+    roles = dict(picks)
+    out = bounded[bounded["family"].isin(roles)].copy()
+    out["role"] = out["family"].map(roles)
+    out["order"] = out["family"].map({f: i for i, (f, _) in enumerate(picks)})
+    return out.sort_values("order").drop(columns="order").reset_index(drop=True)
+
+
+# ---------------------------------------------------------------------------------------------- html bits
+
+
+def esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def num(value: Any, digits: int = 1) -> str:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return DASH
+    return DASH if not np.isfinite(value) else f"{value:.{digits}f}"
+
+
+def interval(lower: Any, upper: Any, digits: int = 1) -> str:
+    return f"{num(lower, digits)} – {num(upper, digits)}"
+
+
+def table(headers: Iterable[str], rows: Iterable[Iterable[Any]], table_id: str | None = None,
+          numeric_from: int = 1, row_keys: Iterable[str] | None = None) -> str:
+    """An HTML table of already formatted cells; columns from `numeric_from` on are right-aligned."""
+    head = "".join(f"<th{' class=n' if i >= numeric_from else ''}>{esc(h)}</th>" for i, h in enumerate(headers))
+    keys = list(row_keys) if row_keys is not None else None
+    body = []
+    for r, row in enumerate(rows):
+        cells = "".join(f"<td{' class=n' if i >= numeric_from else ''}>{esc(c)}</td>" for i, c in enumerate(row))
+        key = f' data-key="{esc(keys[r])}"' if keys is not None else ""
+        body.append(f"<tr{key}>{cells}</tr>")
+    ident = f' id="{table_id}"' if table_id else ""
+    return f"<table{ident}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def note(text: str) -> str:
+    return f'<p class="note">{esc(text)}</p>'
+
+
+def image(name: str, alt: str) -> str:
+    return f'<img src="{name}.png" alt="{esc(alt)}">'
+
+
+CSS = """
+body { font: 15px/1.5 -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; color: #222; margin: 0; background: #fafafa; }
+main { max-width: 980px; margin: 0 auto; padding: 24px 28px 60px; background: #fff; }
+h1 { font-size: 28px; margin: 8px 0 4px; }
+h2 { font-size: 20px; margin: 40px 0 4px; border-bottom: 1px solid #e5e5e5; padding-bottom: 4px; }
+p.lede { margin: 0 0 12px; color: #444; }
+p.stamp { font-size: 12px; color: #777; margin: 0 0 18px; }
+p.note { background: #fff8e1; border-left: 4px solid #f1a340; padding: 8px 12px; }
+nav a { margin-right: 14px; font-size: 13px; }
+img { max-width: 100%; height: auto; display: block; margin: 8px 0 12px; }
+table { border-collapse: collapse; font-size: 13px; margin: 8px 0 16px; }
+th, td { padding: 3px 10px; border-bottom: 1px solid #eee; text-align: left; vertical-align: top; }
+th { background: #f5f5f5; font-weight: 600; }
+td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
+details summary { cursor: pointer; color: #08519c; margin: 6px 0; }
+code { font-size: 12px; }
+"""
+
+
+# -------------------------------------------------------------------------------------------- sections
+
+
+class _Builder:
+    """Collects sections, figures and notes for one report."""
+
+    def __init__(self, version: PublishedVersion, out_dir: Path, cfg: dict[str, Any]):
+        self.version, self.out_dir, self.cfg = version, Path(out_dir), cfg
+        self.result = ReportResult(version.name)
+        self.parts: list[str] = []
+
+    def section(self, ident: str, title: str, lede: str, body: str) -> None:
+        self.result.sections.append(ident)
+        self.parts.append(f'<section id="{ident}"><h2>{esc(title)}</h2><p class="lede">{esc(lede)}</p>{body}</section>')
+
+    def figure(self, name: str, fig) -> str:
+        png = figures.render(fig, int(self.cfg["image_dpi"]))
+        (self.out_dir / f"{name}.png").write_bytes(png)
+        self.result.images[name] = figures.shrink(png, self.cfg["metadata_image_dpi"] / self.cfg["image_dpi"])
+        return name
+
+    def empty(self, text: str) -> str:
+        self.result.notes.append(text)
+        return note(text)
+
+
+def _leaderboard(b: _Builder) -> None:
+    v = b.version
+    rows = leaderboard_rows(v.table("model_scores"), int(b.cfg["leaderboard_models"]))
+    if rows.empty:
+        b.section("leaderboard", "Leaderboard", "Capability of each model's best reasoning state.",
+                  b.empty("No model has a rank-eligible state in this publication."))
+        return
+    others = other_states(v.table("state_scores"), rows)
+    b.figure("leaderboard", figures.leaderboard(rows, others, f"capability ({display_units(v.methodology)})"))
+    listed = others.groupby("model").apply(
+        lambda g: ", ".join(f"{s} {num(m)}" for s, m in zip(g["reasoning_state"], g["display_mean"])),
+        include_groups=False).to_dict() if len(others) else {}
+    body = image("leaderboard", "leaderboard with intervals") + table(
+        ["#", "model", "best state", "capability", "90% interval", "P(rank 1)", "other eligible states"],
+        [[i + 1, r.model, r.headline_state + (" (display reference)" if isinstance(r.note, str) else ""),
+          num(r.display_mean), interval(r.display_lower, r.display_upper),
+          num(r.p_rank1, 2), listed.get(r.model, "")] for i, r in enumerate(rows.itertuples())],
+        table_id="leaderboard-table", numeric_from=3, row_keys=rows["model"])
+    b.result.leaderboard = [
+        {"model": r.model, "headline_state": r.headline_state, "display_mean": float(r.display_mean),
+         "display_lower": float(r.display_lower), "display_upper": float(r.display_upper)}
+        for r in rows.itertuples()]
+    b.section("leaderboard", "Leaderboard",
+              f"The top {len(rows)} models by the capability of their best eligible reasoning state, with 90% "
+              "credible intervals; ticks on a row are the same model's other eligible reasoning states.", body)
+
+
+def _reasoning(b: _Builder) -> None:
+    effects = b.version.table("reasoning_effects")
+    rows = [[r.setting, r.setting_kind, num(r.display_mean), interval(r.display_lower, r.display_upper),
+             num(getattr(r, "p_step_helps", np.nan), 2)] for r in effects.itertuples()]
+    b.section("reasoning", "Reasoning effects",
+              "What each reasoning setting adds to a model's default capability, shared across models (display units).",
+              table(["setting", "kind", "effect", "90% interval", "P(step up helps)"], rows, numeric_from=2))
+
+
+def _difficulty(b: _Builder) -> None:
+    v = b.version
+    bounds, parameters, states = v.table("difficulty_bounds"), v.table("family_parameters"), v.table("state_scores")
+    picked = difficulty_families(bounds, parameters, list(b.cfg.get("difficulty_families") or []))
+    lede = ("Expected score against capability for contrasting benchmark families, with the states evaluated "
+            "on them as dots; a difficulty outside the evaluated range is only a bound.")
+    if picked.empty:
+        b.section("difficulty", "How hard the benchmarks are", lede,
+                  b.empty("No bounded family in this publication to draw."))
+        return
+    cells = v.table("cell_predictions")
+    cells = cells[cells["observed"].astype(bool) & cells["family"].isin(picked["family"])]
+    cells = cells.merge(states[["model", "reasoning_state", "display_mean"]], on=["model", "reasoning_state"])
+    cells = cells.rename(columns={"display_mean": "capability", "u_observed": "u"})
+    span = [states["display_mean"].min(), states["display_mean"].max(),
+            picked["b_display_lower"].min(), picked["b_display_upper"].max()]
+    lo, hi = float(np.nanmin(span)), float(np.nanmax(span))
+    pad = 0.06 * (hi - lo or 1.0)
+    b.figure("difficulty", figures.difficulty_curves(picked, cells, (lo - pad, hi + pad)))
+    rows = [[r.family, r.role, r.difficulty_display, interval(r.difficulty_lower, r.difficulty_upper),
+             num(getattr(r, "saturation_mean", np.nan)), num(getattr(r, "frontier_expected_mean", np.nan), 2),
+             int(getattr(r, "n_states_evaluated", 0) or 0)] for r in picked.itertuples()]
+    body = image("difficulty", "difficulty curves") + table(
+        ["family", "why shown", "difficulty", "90% interval", "saturates at", "frontier expected score",
+         "states evaluated"], rows, numeric_from=2)
+    flagged = bounds[bounds["bound"].notna()]
+    body += f"<p>{len(flagged)} of {len(bounds)} families are reported as bounds (rule: " \
+            f"{esc(bounds['bound_rule'].iloc[0]) if len(bounds) else DASH}).</p>"
+    b.section("difficulty", "How hard the benchmarks are", lede, body)
+
+
+def _reliability(b: _Builder) -> None:
+    grades = b.version.table("reliability_grades").copy()
+    thresholds = (b.version.methodology.get("configuration", {}).get("outputs", {}) or {}) \
+        .get("reliability", {}).get("grades", {"A": 0.85, "B": 0.70, "C": 0.50})
+    grades["grade_order"] = grades["grade"].fillna("Z")
+    ordered = grades.sort_values(["grade_order", "reliability_mean"], ascending=[True, False], kind="mergesort")
+    b.figure("reliability", figures.reliability(ordered, thresholds))
+    counts = grades["grade"].fillna("ungraded").value_counts()
+    count_table = table(["grade", "families"], [[g, int(counts.get(g, 0))] for g in ("A", "B", "C", "D", "ungraded")])
+    family_table = table(
+        ["family", "grade", "models", "reliability", "90% interval", "if every model scored"],
+        [[r.family, r.grade if isinstance(r.grade, str) else "ungraded", int(r.n_models), num(r.reliability_mean, 2),
+          interval(r.reliability_lower, r.reliability_upper, 2), num(r.reliability_all_mean, 2)]
+         for r in ordered.itertuples()], numeric_from=2)
+    rule = grades["grade_rule"].iloc[0] if len(grades) else ""
+    body = (image("reliability", "reliability by family") + count_table
+            + f"<p>Rule: {esc(rule)}.</p><details><summary>Every family</summary>{family_table}</details>")
+    b.section("reliability", "Which benchmarks measure capability",
+              "The share of a benchmark's score variance that is capability rather than noise, by grade; the "
+              "ring is the value if every model in the fit had been scored on it.", body)
+
+
+METRIC_COLUMNS = [("cells", "n_cells", 0), ("RMSE", "rmse", 3), ("RMSE (points)", "rmse_points", 1),
+                  ("MAE", "mae", 3), ("CRPS", "crps", 3), ("Spearman", "spearman", 2),
+                  ("50%", "coverage_50", 2), ("90%", "coverage_90", 2), ("95%", "coverage_95", 2)]
+
+
+STUDY_ORDER = {"forward": 0, "forward_strict": 1, "masked": 2, "family": 3, "sensitivity": 4}
+METHOD_ORDER = {"atlas": 0, "eci_form": 1, "eci_form_residual": 2, "model_offset": 3, "family_mean": 4}
+
+
+def _metrics_table(metrics: pd.DataFrame) -> str:
+    metrics = metrics.sort_values(["study", "method"], kind="mergesort", key=lambda c: c.map(
+        STUDY_ORDER if c.name == "study" else METHOD_ORDER).fillna(99))
+    return table(["study", "method"] + [h for h, _, _ in METRIC_COLUMNS],
+                 [[r["study"], r["method"]] + [num(r[c], d) for _, c, d in METRIC_COLUMNS]
+                  for _, r in metrics.iterrows()], numeric_from=2)
+
+
+def _validation_note(b: _Builder, artifact: str) -> str:
+    why = (b.version.manifest.get("notes") or {}).get(artifact) or f"{artifact} is empty in this publication"
+    return b.empty(f"No validation results to show: {why}.")
+
+
+def _calibration(b: _Builder) -> None:
+    metrics = b.version.table("validation_metrics")
+    lede = ("How often held-out results fell inside the predictive intervals of the model and of each baseline; "
+            "honest intervals sit on the diagonal.")
+    if metrics.empty:
+        b.section("calibration", "Are the intervals honest?", lede, _validation_note(b, "validation_metrics"))
+        return
+    covered = metrics[metrics[[c for c, _ in figures.NOMINAL]].notna().any(axis=1)]
+    body = ""
+    if len(covered):
+        b.figure("calibration", figures.calibration(covered))
+        body += image("calibration", "nominal against observed coverage")
+    else:
+        body += b.empty("No study in validation_metrics reports interval coverage.")
+    b.section("calibration", "Are the intervals honest?", lede, body + _metrics_table(metrics))
+
+
+def _forward(b: _Builder) -> None:
+    predictions = b.version.table("validation_predictions")
+    lede = ("Errors predicting the newest models' results from a fit without them, by release date: the model "
+            "against Epoch's ECI form fitted on the same split.")
+    if predictions.empty:
+        b.section("forward", "Predicting models not yet seen", lede, _validation_note(b, "validation_predictions"))
+        return
+    forward = predictions[(predictions["study"] == "forward") & predictions["method"].isin(["atlas", "eci_form"])].copy()
+    forward["released_on"] = pd.to_datetime(forward["released_on"], errors="coerce")
+    forward["error"] = (forward["pred_mean"] - forward["u"]).abs()
+    forward = forward.dropna(subset=["released_on", "error"])
+    metrics = b.version.table("validation_metrics")
+    body = ""
+    if forward.empty:
+        body += b.empty("validation_predictions holds no dated forward-study predictions of atlas or eci_form.")
+    else:
+        b.figure("forward", figures.forward_errors(forward))
+        body += image("forward", "forward-in-time absolute errors by release date")
+    forward_metrics = metrics[metrics["study"].isin(["forward", "forward_strict"])] if len(metrics) else metrics
+    if len(forward_metrics):
+        body += _metrics_table(forward_metrics)
+    b.section("forward", "Predicting models not yet seen", lede, body)
+
+
+def _dimensionality(b: _Builder) -> None:
+    test = b.version.table("dimensionality_test").iloc[0]
+    pairs = b.version.table("dimensionality_pairs").sort_values("r_mean", key=np.abs, ascending=False).head(8)
+    verdict = ("within what one capability produces" if float(test["tail_probability"]) >= 0.01
+               else "more than one capability produces: there is structure beyond one number")
+    body = (f"<p>Mean squared residual correlation over {int(test['n_pairs'])} family pairs: "
+            f"{num(test['statistic'], 3)} against {num(test['replicate_mean'], 3)} in replicate data "
+            f"(tail probability {num(test['tail_probability'], 3)}): {esc(verdict)}.</p>"
+            + table(["family", "family", "shared states", "residual correlation"],
+                    [[r.family_a, r.family_b, int(r.n_shared_states), num(r.r_mean, 2)] for r in pairs.itertuples()],
+                    numeric_from=2))
+    b.section("dimensionality", "Is one number enough?",
+              "Whether benchmark results correlate beyond what a single capability explains.", body)
+
+
+def _description(artifact: str) -> str:
+    return ARTIFACTS_BY_NAME[artifact].description if artifact in ARTIFACTS_BY_NAME else ""
+
+
+def _method(b: _Builder) -> None:
+    m, manifest = b.version.methodology, b.version.manifest
+    fit = m.get("fit", {})
+    diag, settings = fit.get("diagnostics") or {}, fit.get("sampler_settings") or {}
+    thresholds = fit.get("thresholds") or {}
+    fit_rows = [
+        ["engine", fit.get("engine")],
+        ["sampler", ", ".join(f"{k} {settings[k]}" for k in ("chains", "warmup", "draws", "adapt_delta", "seed")
+                              if k in settings)],
+        ["max R-hat", f"{num(diag.get('max_rhat'), 4)} (gate ≤ {thresholds.get('rhat_max', DASH)})"],
+        ["min bulk / tail ESS", f"{num(diag.get('min_ess_bulk'), 0)} / {num(diag.get('min_ess_tail'), 0)} "
+                                f"(gate ≥ {thresholds.get('ess_bulk_min', DASH)})"],
+        ["divergences", f"{diag.get('divergences', DASH)} (gate ≤ {thresholds.get('divergences_max', DASH)})"],
+        ["min E-BFMI", f"{num(diag.get('min_ebfmi'), 2)} (gate ≥ {thresholds.get('ebfmi_min', DASH)})"],
+        ["sampling time", f"{num(diag.get('sample_seconds'), 0)} s"],
+    ]
+    body = table(["fit", m.get("stamps", {}).get("fit", "")], fit_rows, numeric_from=9)
+    sources = m.get("sources")
+    if isinstance(sources, list) and sources:
+        body += "<h3>Sources</h3>" + table(["source", "url", "sha256", "first retrieved"],
+                                            [[s.get("source"), s.get("url"), str(s.get("sha256"))[:16],
+                                              s.get("first_retrieved_at")] for s in sources], numeric_from=9)
+    else:
+        body += b.empty(f"Source snapshots: {sources or 'none recorded'}.")
+    stages = m.get("cleaning_stages")
+    if isinstance(stages, list) and stages:
+        body += "<h3>Cleaning</h3>" + table(["stage", "rows in", "rows out", "kept", "excluded"],
+                                             [[s.get("stage"), s.get("rows_in"), s.get("rows_out"), s.get("rows_kept"),
+                                               s.get("rows_excluded")] for s in stages])
+    artifacts = manifest.get("artifacts", {})
+    artifacts = {a: artifacts[a] for a in sorted(artifacts, key=lambda a: list(ARTIFACTS_BY_NAME).index(a)
+                                                 if a in ARTIFACTS_BY_NAME else len(ARTIFACTS_BY_NAME))}
+    body += "<h3>Published files</h3>" + "<table><thead><tr><th>artifact</th><th class=n>rows</th><th>files</th>" \
+        "<th>note</th></tr></thead><tbody>" + "".join(
+            f"<tr><td>{esc(a)}</td><td class=n>{int(info['rows'])}</td><td>"
+            + " ".join(f'<a href="../{esc(f)}">{esc(Path(f).suffix[1:])}</a>' for f in info["files"])
+            + f"</td><td>{esc(info.get('note') or _description(a))}</td></tr>" for a, info in artifacts.items()) + "</tbody></table>"
+    body += ('<p><a href="../methodology.json">methodology.json</a> holds the configuration, rules, sampler '
+             'settings and library versions; <a href="../manifest.json">manifest.json</a> the sha256 of every '
+             "file.</p>")
+    libraries = m.get("libraries") or {}
+    body += "<details><summary>Library versions</summary>" + table(
+        ["library", "version"], sorted(libraries.items()), numeric_from=9) + "</details>"
+    b.section("method", "How this was made",
+              "The fit behind every number, its convergence against the gates that allow publication, and where "
+              "the data came from.", body)
+
+
+def build_report(version_folder: Path, out_dir: Path, cfg: dict[str, Any]) -> ReportResult:
+    """Write index.html, its PNGs and report.json into `out_dir` from the publication in `version_folder`;
+    cfg: publish.yaml's `report` section."""
+    version = PublishedVersion(version_folder)
+    b = _Builder(version, out_dir, cfg)
+    for part in (_leaderboard, _reasoning, _difficulty, _reliability, _calibration, _forward, _dimensionality, _method):
+        part(b)
+    stamps = version.manifest["stamps"]
+    titles = {"leaderboard": "Leaderboard", "reasoning": "Reasoning", "difficulty": "Difficulty",
+              "reliability": "Reliability", "calibration": "Calibration", "forward": "Forward in time",
+              "dimensionality": "One number?", "method": "Method"}
+    nav = "".join(f'<a href="#{s}">{titles[s]}</a>' for s in b.result.sections)
+    page = (
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        f"<title>Benchmark Atlas · {esc(version.name)}</title><style>{CSS}</style></head><body><main>"
+        "<h1>Benchmark Atlas</h1>"
+        "<p class=\"lede\">What public AI benchmark results say about each model's capability, with honest "
+        "uncertainty, from a Bayesian item-response model fitted in Stan.</p>"
+        f"<p class=\"stamp\">Publication {esc(version.name)} · published {esc(version.manifest.get('created_at'))} · "
+        f"fit <code>{esc(stamps['fit'])}</code> · data {esc(stamps['data_sha256'][:16])} · "
+        f"specification {esc(stamps['spec_sha256'][:16])}</p>"
+        f"<nav>{nav}</nav>{''.join(b.parts)}</main></body></html>\n"
+    )
+    (Path(out_dir) / REPORT_FILE).write_text(page)
+    record = {"publication": version.name, "content_sha256": version.manifest.get("content_sha256"),
+              "stamps": stamps, "sections": b.result.sections, "notes": b.result.notes,
+              "images": sorted(f"{name}.png" for name in b.result.images), "leaderboard": b.result.leaderboard}
+    (Path(out_dir) / REPORT_RECORD).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    return b.result

@@ -1,0 +1,126 @@
+"""The report, built from a published folder only: its sections and images, its numbers equal to the published
+files', and a visible note where validation results are missing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from html.parser import HTMLParser
+
+import duckdb
+import pandas as pd
+import pytest
+
+from atlas_assets.publish import store
+from atlas_assets.publish.artifacts import VALIDATION_ARTIFACTS, collect_publication
+from atlas_assets.publish.config import load_publish_config
+from atlas_assets.publish.report import REPORT_FILE, REPORT_RECORD, build_report
+from tests.publish.fixtures import make_home
+
+SECTIONS = ["leaderboard", "reasoning", "difficulty", "reliability", "calibration", "forward", "dimensionality", "method"]
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+class TableRows(HTMLParser):
+    """The cell texts of each row of the table with the given id."""
+
+    def __init__(self, table_id: str):
+        super().__init__()
+        self.table_id, self.inside, self.rows, self.cell = table_id, False, [], None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table" and dict(attrs).get("id") == self.table_id:
+            self.inside = True
+        elif self.inside and tag == "tr":
+            self.rows.append([])
+        elif self.inside and tag == "td":
+            self.cell = ""
+
+    def handle_endtag(self, tag):
+        if tag == "table":
+            self.inside = False
+        elif self.inside and tag == "td":
+            self.rows[-1].append(self.cell)
+            self.cell = None
+
+    def handle_data(self, data):
+        if self.cell is not None:
+            self.cell += data
+
+
+def published(root, bundle, **changes):
+    """A publication of the fixture fit (with `changes` to its tables) under `root`; its version folder.
+    The report reads this folder only: the ATLAS_HOME it came from is deleted before the report is built."""
+    home = root / "home"
+    fit_dir = make_home(home, bundle, **changes)
+    with duckdb.connect(str(home / "atlas.duckdb")) as conn:
+        publication = collect_publication(conn, fit_dir)
+    outcome = store.publish(publication, root / "publications")
+    shutil.rmtree(home)
+    return outcome.folder
+
+
+@pytest.fixture(scope="module")
+def full_report(tmp_path_factory, bundle):
+    root = tmp_path_factory.mktemp("report_full")
+    folder = published(root, bundle)
+    out = root / "report"
+    out.mkdir()
+    return folder, out, build_report(folder, out, load_publish_config()["report"])
+
+
+def test_report_has_every_section_and_its_images(full_report):
+    folder, out, result = full_report
+    page = (out / REPORT_FILE).read_text()
+    assert result.sections == SECTIONS and result.notes == []
+    for section in SECTIONS:
+        assert f'<section id="{section}">' in page and f'href="#{section}"' in page
+    for image in ("leaderboard", "difficulty", "reliability", "calibration", "forward"):
+        assert f'<img src="{image}.png"' in page
+        assert (out / f"{image}.png").read_bytes().startswith(PNG)
+        assert result.images[image].startswith(PNG)  # the small copy for the asset's metadata
+    assert "<script" not in page and "http" not in page.split("<main>")[0]  # self-contained: no scripts, no CDN
+    record = json.loads((out / REPORT_RECORD).read_text())
+    assert record["publication"] == folder.name
+    assert record["content_sha256"] == store.read_manifest(folder)["content_sha256"]
+
+
+def test_report_leaderboard_numbers_equal_the_published_model_scores(full_report):
+    folder, out, _ = full_report
+    scores = pd.read_csv(folder / "model_scores.csv")
+    expected = scores[scores["headline_status"] == "published"].sort_values(
+        ["display_mean", "model"], ascending=[False, True]).head(load_publish_config()["report"]["leaderboard_models"])
+    parser = TableRows("leaderboard-table")
+    parser.feed((out / REPORT_FILE).read_text())
+    rows = [row for row in parser.rows if row]  # the header row has no td
+    assert len(rows) == len(expected) > 10
+    for row, (_, published_row) in zip(rows, expected.iterrows()):
+        rank, model, state, mean, interval = row[:5]
+        assert model == published_row["model"] and state.startswith(published_row["headline_state"])
+        assert mean == f"{published_row['display_mean']:.1f}"
+        assert interval == f"{published_row['display_lower']:.1f} – {published_row['display_upper']:.1f}"
+
+
+def test_report_shows_the_published_reliability_grades_and_difficulty(full_report):
+    folder, out, _ = full_report
+    page = (out / REPORT_FILE).read_text()
+    grades = pd.read_csv(folder / "reliability_grades.csv")
+    for _, row in grades.iterrows():
+        assert f"<td>{row['family']}</td><td>{row['grade']}</td>" in page
+    bounds = pd.read_csv(folder / "difficulty_bounds.csv")
+    flagged = bounds[bounds["bound"].notna()]
+    assert f"{len(flagged)} of {len(bounds)} families are reported as bounds" in page
+    assert any(f"<td class=n>{d}</td>" in page for d in flagged["difficulty_display"])  # a bound is drawn
+
+
+def test_report_notes_missing_validation_instead_of_failing(tmp_path, bundle):
+    folder = published(tmp_path, bundle, drop=VALIDATION_ARTIFACTS)
+    out = tmp_path / "report"
+    out.mkdir()
+    result = build_report(folder, out, load_publish_config()["report"])
+    page = (out / REPORT_FILE).read_text()
+    assert result.sections == SECTIONS
+    assert len(result.notes) == 2 and all("No validation results" in n for n in result.notes)
+    assert page.count('<p class="note">No validation results to show: validation_') == 2
+    assert not (out / "calibration.png").exists() and not (out / "forward.png").exists()
+    assert (out / "leaderboard.png").exists()
