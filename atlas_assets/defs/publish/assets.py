@@ -1,0 +1,130 @@
+"""Publish stage (group `publish`): one versioned publication of the latest fit, and the report built from it.
+
+`publication` gathers the artifacts of the latest `capability_fit` (its score tables from the fit
+folder; the outputs and validation tables from DuckDB, each required to carry that fit's name),
+stamps them with the fit's data hash and specification fingerprint, and writes them as a new
+version under ATLAS_HOME/publications/ whose pointer `CURRENT` is switched last (atomic; see
+atlas_assets/publish/store.py). It refuses, publishing nothing, when the fit is not publishable
+(gates, specification), or when any artifact is missing, empty or of another fit. `report` reads
+only the files of the current publication and writes its HTML page and PNGs beside them.
+"""
+
+import base64
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from atlas_assets.defs.outputs.assets import latest_fit_dir
+from atlas_assets.model.publishable import UnpublishableFit, require_publishable_fit
+from atlas_assets.spec import specification_fingerprint
+
+
+def _md_table(headers: list[str], rows: list[list]) -> dg.MetadataValue:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return dg.MetadataValue.md("\n".join(lines))
+
+
+@dg.asset(
+    deps=["capability_scores", "difficulty_bounds", "reliability_grades", "dimensionality_test", "cell_predictions",
+          "validation_summary"],
+    pool="duckdb",
+    kinds={"duckdb", "python"},
+    description="The artifacts of ONE fit (scores per state and model, reasoning effects, family parameters, "
+    "difficulty bounds, reliability grades, dimensionality test, cell predictions, every validation table, a "
+    "methodology record), each stamped with the fit's name, data hash and specification fingerprint, as CSV and "
+    "parquet, written atomically as a new version under ATLAS_HOME/publications/<UTC time>-<data>-<spec>/ with a "
+    "manifest (sha256 and rows per file); the pointer publications/CURRENT is switched last. Refuses when the fit "
+    "is not publishable or any artifact is missing, empty or stamped with another fit. Identical content is not "
+    "published twice.",
+)
+def publication(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
+    from atlas_assets.publish.artifacts import PublicationRefused, collect_publication
+    from atlas_assets.publish.config import load_publish_config
+    from atlas_assets.publish.store import list_versions, publications_root, publish
+
+    fit_dir = latest_fit_dir(context)
+    try:
+        require_publishable_fit(fit_dir, specification_fingerprint())
+    except UnpublishableFit as refusal:
+        raise dg.Failure(description=str(refusal)) from None
+    cfg = load_publish_config()
+    refusal = None
+    with duckdb.get_connection() as conn:
+        try:
+            bundle = collect_publication(conn, fit_dir, cfg["required_validation"])
+        except PublicationRefused as refused:
+            refusal = refused
+    # raised outside the block: DuckDBResource.get_connection does not close its connection when the body
+    # raises, and a connection left open in this process would hold the database file
+    if refusal is not None:
+        raise dg.Failure(description=str(refusal), metadata={"problems": dg.MetadataValue.json(refusal.problems)})
+    outcome = publish(bundle, publications_root())
+    if outcome.created:
+        context.log.info(f"published {outcome.name} (previous: {outcome.previous})")
+    else:
+        context.log.info(f"identical content already published as {outcome.name}: no new version"
+                         + (", pointer moved to it" if outcome.pointer_moved else ""))
+    manifest = outcome.manifest
+    artifacts = manifest["artifacts"]
+    return dg.MaterializeResult(metadata={
+        "publication": outcome.name,
+        "folder": dg.MetadataValue.path(str(outcome.folder)),
+        "new_version": outcome.created,
+        "pointer_moved": outcome.pointer_moved,
+        "previous": outcome.previous or "none",
+        "fit": manifest["stamps"]["fit"],
+        "data_sha256": manifest["stamps"]["data_sha256"],
+        "spec_sha256": manifest["stamps"]["spec_sha256"],
+        "content_sha256": manifest["content_sha256"],
+        "files": len(manifest["files"]),
+        "bytes": sum(f["bytes"] for f in manifest["files"].values()),
+        "versions": len(list_versions(publications_root())),
+        "empty_artifacts": dg.MetadataValue.json(manifest.get("notes") or {}),
+        "artifacts": _md_table(["artifact", "rows", "note"],
+                               [[a, info["rows"], info.get("note") or ""] for a, info in artifacts.items()]),
+    })
+
+
+@dg.asset(
+    deps=["publication"],
+    kinds={"html", "python"},
+    description="One static HTML page with PNG figures built ONLY from the files of the current publication: "
+    "leaderboard with intervals, reasoning effects, difficulty curves of contrasting families, reliability by "
+    "grade, calibration and forward-in-time errors of the validation studies, the one-capability test, how it was "
+    "made. Written into publications/<version>/report/ (a symlink switched atomically to the new build).",
+)
+def report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    from atlas_assets.publish.config import load_publish_config
+    from atlas_assets.publish.report import REPORT_FILE, build_report
+    from atlas_assets.publish.store import NoPublication, current_folder, install_report, publications_root, verify_publication
+
+    try:
+        version = current_folder(publications_root())
+    except NoPublication as missing:
+        raise dg.Failure(description=str(missing)) from None
+    problems = verify_publication(version)
+    if problems:
+        raise dg.Failure(description=f"publication {version.name} does not verify, no report built: {problems[:5]}",
+                         metadata={"problems": dg.MetadataValue.json(problems)})
+    cfg = load_publish_config()["report"]
+    folder, result = install_report(version, lambda out: build_report(version, out, cfg))
+    page = folder / REPORT_FILE
+    for text in result.notes:
+        context.log.warning(f"report: {text}")
+    images = {
+        f"figure_{name}": dg.MetadataValue.md(f"![{name}](data:image/png;base64,{base64.b64encode(png).decode()})")
+        for name, png in result.images.items()
+    }
+    return dg.MaterializeResult(metadata={
+        "report": dg.MetadataValue.path(str(page)),
+        "report_url": dg.MetadataValue.url(page.resolve().as_uri()),
+        "publication": result.publication,
+        "sections": dg.MetadataValue.json(result.sections),
+        "notes": dg.MetadataValue.json(result.notes),
+        "leaderboard_top5": _md_table(
+            ["#", "model", "state", "capability", "90% interval"],
+            [[i + 1, r["model"], r["headline_state"], f"{r['display_mean']:.1f}",
+              f"{r['display_lower']:.1f} – {r['display_upper']:.1f}"] for i, r in enumerate(result.leaderboard[:5])]),
+        **images,
+    })
