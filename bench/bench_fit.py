@@ -7,6 +7,7 @@
     .venv/bin/python bench/bench_fit.py --override '{"parametrization": {"b": "centered"}}'
     .venv/bin/python bench/bench_fit.py --override '{"sampler": {"precondition": {"mode": "pilot", ...}}}'
     .venv/bin/python bench/bench_fit.py --observations ... --warm-from var/model/fits/<earlier fit>
+    .venv/bin/python bench/bench_fit.py --observations ... --eci-only   # the ECI-form baseline alone
 
 Figures: compile time (cold or cached), sampling wall time, gradient
 evaluations (leapfrog steps incl. warmup), min bulk/tail ESS over theta, phi,
@@ -14,6 +15,12 @@ beta, b, ESS per second, divergences, tree-depth hits, E-BFMI, peak memory
 (this process and its children: PyStan's workers are shut down before
 reading it). --override takes a JSON dict merged into model.yaml, which is
 how parametrization alternatives are measured (see docs/model.md).
+
+ECI-form baseline (atlas_assets/validation/eci_form.py), on the same
+observations: one least-squares fit (seconds, function evaluations) and a
+--eci-boot-replicate bootstrap (seconds, point fit included), then the ratio
+Stan sampling seconds / ECI-form bootstrap seconds (issue 8 wants <= 1).
+--eci-only runs just that part, without compiling or sampling Stan.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from atlas_assets.model.stan_data import (  # noqa: E402
     stan_file,
     state_labels,
 )
+from atlas_assets.validation.eci_form import bootstrap_eci_form, fit_eci_form  # noqa: E402
 
 
 def coverage_table(idata, si, truth, level: float = 0.9) -> list[dict]:
@@ -72,6 +80,23 @@ def coverage_table(idata, si, truth, level: float = 0.9) -> list[dict]:
     return rows
 
 
+def eci_form_figures(obs, n_boot: int, seed: int) -> dict:
+    """Time one ECI-form least-squares fit and an n_boot-replicate bootstrap on `obs`."""
+    fit = fit_eci_form(obs)
+    boot = bootstrap_eci_form(obs, n_boot=n_boot, seed=seed)
+    nfev = np.array([r.nfev for r in boot.replicates])
+    return {
+        "eci_anchor": fit.anchor,
+        "eci_fit_seconds": round(fit.seconds, 3),
+        "eci_fit_nfev": fit.nfev,
+        "eci_fit_converged": fit.converged,
+        "eci_bootstrap_replicates": n_boot,
+        "eci_bootstrap_seconds": round(boot.seconds, 2),
+        "eci_bootstrap_nfev_median_max": [int(np.median(nfev)), int(nfev.max())],
+        "eci_bootstrap_converged": int(sum(r.converged for r in boot.replicates)),
+    }
+
+
 def _quiet_log(msg: str) -> None:
     """Print engine messages, and progress only every 500 iterations."""
     if "iteration" in msg:
@@ -87,7 +112,7 @@ def _quiet_log(msg: str) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--observations", help="modeled_observations parquet/csv (default: simulate)")
-    p.add_argument("--seed", type=int, default=1, help="simulation seed")
+    p.add_argument("--seed", type=int, default=1, help="simulation seed (also the ECI-form bootstrap seed)")
     p.add_argument("--recovery", action="store_true", help="print 90%% coverage of the simulated truth")
     p.add_argument("--chains", type=int)
     p.add_argument("--warmup", type=int)
@@ -97,6 +122,8 @@ def main(argv=None) -> int:
     p.add_argument("--override", default="{}", help="JSON merged into model.yaml")
     p.add_argument("--json", help="also write the figures to this JSON file")
     p.add_argument("--warm-from", default=None, help="an earlier fit folder: precondition and initialise from it")
+    p.add_argument("--eci-only", action="store_true", help="only the ECI-form least-squares baseline (no Stan fit)")
+    p.add_argument("--eci-boot", type=int, default=100, help="ECI-form bootstrap replicates (default 100)")
     args = p.parse_args(argv)
 
     over = json.loads(args.override)
@@ -114,6 +141,17 @@ def main(argv=None) -> int:
         obs, truth = simulate_panel(seed=args.seed, config=cfg, **REAL_SIZE)
     si = build_stan_data(obs, cfg)
     d = si.data
+    print(f"panel: N={d['N']} obs, M={d['M']} models (M_ref={d['M_ref']}), S={d['S']} states, J={d['J']} families; "
+          f"pieces: bb={d['N_bb']} bbz={d['N_bbz']} beta={d['N_bt']} one={d['N_one']} zero={d['N_zero']} "
+          f"rating={d['N_rt']}; A={d['A']} D={d['D']}")
+    # the baseline first: cheap, and its figures survive a failed Stan fit
+    eci = eci_form_figures(obs, n_boot=args.eci_boot, seed=args.seed)
+    for k, v in eci.items():
+        print(f"{k:32s} {v}")
+    if args.eci_only:
+        if args.json:
+            Path(args.json).write_text(json.dumps(eci, indent=2, default=str))
+        return 0
     sf = stan_file(cfg)
     engine = select_engine(args.engine or cfg["sampler"].get("engine", "auto"))
     if args.cold and engine == "pystan":
@@ -126,9 +164,6 @@ def main(argv=None) -> int:
             print(f"deleted cached build {name}")
         except Exception as exc:
             print(f"no cached build to delete ({exc})")
-    print(f"panel: N={d['N']} obs, M={d['M']} models (M_ref={d['M_ref']}), S={d['S']} states, J={d['J']} families; "
-          f"pieces: bb={d['N_bb']} bbz={d['N_bbz']} beta={d['N_bt']} one={d['N_one']} zero={d['N_zero']} "
-          f"rating={d['N_rt']}; A={d['A']} D={d['D']}")
     print(f"parametrization: {cfg.get('parametrization')}")
     s = cfg["sampler"]
     t0 = time.perf_counter()
@@ -173,6 +208,9 @@ def main(argv=None) -> int:
         "passes_diagnostics": diag["passes"],
         "peak_rss_mb_self": round(self_mb, 0),
         "peak_rss_mb_children": round(child_mb, 0),
+        **eci,
+        # issue 8: Stan sampling should cost no more than the baseline's bootstrap
+        "stan_sampling_over_eci_bootstrap": round(res.sample_seconds / eci["eci_bootstrap_seconds"], 2),
     }
     for k, v in figures.items():
         print(f"{k:32s} {v}")
