@@ -250,13 +250,13 @@ def collect_tables(conn: duckdb.DuckDBPyConnection, fit_dir: Path, stamps: Stamp
                 problems.append(f"{artifact.name} is missing (not in {where})")
             else:
                 collected[artifact.name] = Collected(stamp(empty_frame(artifact), stamps),
-                                                     f"{artifact.name} does not exist yet: no results to publish")
+                                                     f"{artifact.name} does not exist yet")
             continue
         if frame.empty:
             if required:
                 problems.append(f"{artifact.name} is empty")
                 continue
-            note = f"{artifact.name} is empty: the study produced no rows"
+            note = f"{artifact.name} is empty (the study produced no rows)"
         else:
             note = None
         if artifact.source == "table" and not frame.empty:

@@ -213,7 +213,7 @@ def _leaderboard(b: _Builder) -> None:
                   b.empty("No model has a rank-eligible state in this publication."))
         return
     others = other_states(v.table("state_scores"), rows)
-    b.figure("leaderboard", figures.leaderboard(rows, others, f"capability ({display_units(v.methodology)})"))
+    b.figure("leaderboard", figures.leaderboard(rows, others, f"capability\n({display_units(v.methodology)})"))
     listed = others.groupby("model").apply(
         lambda g: ", ".join(f"{s} {num(m)}" for s, m in zip(g["reasoning_state"], g["display_mean"])),
         include_groups=False).to_dict() if len(others) else {}
