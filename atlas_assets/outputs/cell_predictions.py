@@ -30,7 +30,10 @@ def interval_columns(intervals) -> list[tuple[float, str, str]]:
 def mid_p_value(rep: np.ndarray, observed: np.ndarray) -> np.ndarray:
     """Per column: P(rep > observed) + 1/2 P(rep == observed) over the draws (rows)."""
     observed = np.asarray(observed, dtype=float)[None, :]
-    return (rep > observed).mean(axis=0) + 0.5 * np.isclose(rep, observed, rtol=0, atol=1e-9).mean(axis=0)
+    # a count share K / n and the stored score differ in the last bits: "equal" within a tolerance, and
+    # "greater" only beyond it, so no draw counts twice (a p-value above 1 otherwise)
+    equal = np.isclose(rep, observed, rtol=0, atol=1e-9)
+    return ((rep > observed) & ~equal).mean(axis=0) + 0.5 * equal.mean(axis=0)
 
 
 def family_score_scales(families: pd.DataFrame, registry: pd.DataFrame | None) -> pd.DataFrame:

@@ -68,3 +68,14 @@ def test_declared_range_and_reflection_for_lower_is_better():
     assert down["score_lower_90"] == pytest.approx(50 - 50 * down["upper_90"])  # the ends swap when reflected
     assert table.loc[("down", 0), "score_observed"] == pytest.approx(35.0)
     assert table.loc[("mixed", 1), "score_scale"] == "share of the declared range (0-1)"
+
+
+def test_mid_p_value_counts_a_draw_equal_to_the_score_once_even_off_by_the_last_bits():
+    from atlas_assets.outputs.cell_predictions import mid_p_value
+
+    observed = np.array([1 / 48])                      # as stored
+    rep = np.array([[1 / 48 + 1e-17], [1 / 48], [2 / 48], [0.0]]) * np.ones((4, 1))  # K / n draws
+    rep[0, 0] = np.nextafter(1 / 48, 1.0)             # the same share, one ulp above
+    p = mid_p_value(rep, observed)
+    assert np.isclose(p[0], (1 + 0.5 * 2) / 4)          # one draw above, two equal, one below
+    assert 0 <= p[0] <= 1
