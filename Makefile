@@ -39,8 +39,11 @@ instance:
 	@mkdir -p $(DAGSTER_HOME)
 	@cp dagster.yaml $(DAGSTER_HOME)/dagster.yaml
 
+# atlas_job (ingest .. outputs), then every validation fold (one validation_job run per partition) and
+# publish_job (summary, publication, report); all recorded on the project instance like UI launches.
 run: setup instance
 	$(BIN)/dagster job execute -m atlas_assets.definitions -j atlas_job
+	$(BIN)/python -m atlas_assets.validation.run_studies
 
 test: setup
 	$(BIN)/pytest
