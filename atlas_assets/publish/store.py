@@ -20,6 +20,8 @@ rebuilt (it is outside the manifest).
 Publishing content identical to an existing version (the same CSV and JSON files byte for byte:
 `content_sha256` in the manifest) creates no new version: CURRENT is pointed at that version (it
 usually already is). Parquet files are renderings of the same frames and left out of that digest.
+Only a version that still verifies against its manifest is reused; one changed on disk since is left
+as it is (the checks report it) and the content is published again as a new version.
 """
 
 from __future__ import annotations
@@ -289,12 +291,14 @@ def _version_name(root: Path, stamps: dict[str, str], created: datetime) -> str:
 
 
 def _version_with_content(root: Path, digest: str) -> str | None:
+    """The newest intact version holding exactly this content, if any."""
     for name in reversed(list_versions(root)):
         try:
-            if read_manifest(root / name).get("content_sha256") == digest:
-                return name
+            same = read_manifest(root / name).get("content_sha256") == digest
         except (OSError, ValueError):
             continue
+        if same and not verify_publication(root / name):
+            return name
     return None
 
 

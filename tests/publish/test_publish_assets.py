@@ -30,7 +30,7 @@ def announce(instance: dg.DagsterInstance, fit_dir) -> None:
         dg.AssetMaterialization("capability_fit", metadata={"fit_dir": dg.MetadataValue.path(str(fit_dir))}))
 
 
-def run(instance, home, selection: str | None = None) -> dg.ExecuteInProcessResult:
+def run(instance, home, selection=None) -> dg.ExecuteInProcessResult:
     return dg.materialize([*STAGE_ASSETS, *STAGE_CHECKS], instance=instance, raise_on_error=False,
                           resources={"duckdb": DuckDBResource(database=str(home / "atlas.duckdb"))},
                           selection=selection)
@@ -120,23 +120,31 @@ def test_refusals_through_dagster_leave_the_publication_as_it_was(home, bundle):
         assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
 
 
-def test_tampering_with_the_current_publication_fails_the_blocking_check_and_stops_the_report(home, bundle):
-    from atlas_assets.defs.publish.checks import verify_current
+def test_tampering_with_the_current_publication_fails_the_blocking_check(home, bundle):
+    from atlas_assets.defs.publish.checks import publication_current_verified
 
     fit_dir = home / "model" / "fits" / bundle.fit
+    root = home / "publications"
     with dg.DagsterInstance.ephemeral() as instance:
         announce(instance, fit_dir)
         assert run(instance, home, "publication").success
-        assert verify_current().passed
-        target = store.current_folder(home / "publications") / "cell_predictions.csv"
+        tampered = store.current_name(root)
+        target = root / tampered / "cell_predictions.csv"
         target.chmod(0o644)
         with open(target, "a") as handle:
             handle.write(target.read_text().splitlines()[-1] + "\n")  # one row more than was published
-        # publishing the same content again finds the (tampered) version and makes no new one; the blocking
-        # check then fails on it and the report is not built
-        result = run(instance, home)
-        assert not result.success
-        checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
-        assert checks["publication_current_verified"].passed is False
-        assert "cell_predictions.csv" in json.dumps(checks["publication_current_verified"].metadata["problems"].value)
-        assert not result.asset_materializations_for_node("report")
+        checked = run(instance, home, dg.AssetSelection.checks(publication_current_verified))
+        assert not checked.success
+        (evaluation,) = checked.get_asset_check_evaluations()
+        assert evaluation.passed is False
+        assert "cell_predictions.csv" in json.dumps(evaluation.metadata["problems"].value)
+
+        # publishing again does not reuse the damaged version: a new one, current and intact; the damaged
+        # one stays (nothing is deleted) and the WARN check on every version names it
+        again = run(instance, home)
+        assert again.success, failure_text(again)
+        assert store.current_name(root) not in (None, tampered)
+        assert store.list_versions(root) == sorted([tampered, store.current_name(root)])
+        readable = {e.check_name: e for e in again.get_asset_check_evaluations()}["publication_versions_readable"]
+        assert readable.passed is False and tampered in json.dumps(readable.metadata["problems"].value)
+        assert again.asset_materializations_for_node("report")

@@ -117,6 +117,13 @@ def test_the_same_content_is_not_published_twice(tmp_path, publication):
     assert not back.created and back.pointer_moved and back.name == first.name
     assert store.current_name(root) == first.name and len(store.list_versions(root)) == 2
     assert second.name in store.list_versions(root)
+    # a version damaged on disk is not reused: the same content gets a new, intact version
+    damaged = first.folder / "reasoning_effects.csv"
+    damaged.chmod(0o644)
+    damaged.write_text(damaged.read_text() + "\n")
+    fresh = store.publish(publication, root)
+    assert fresh.created and fresh.name not in (first.name, second.name)
+    assert store.verify_publication(fresh.folder) == [] and len(store.list_versions(root)) == 3
 
 
 def test_tampering_with_a_published_file_fails_verification(tmp_path, publication):
