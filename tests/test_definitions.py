@@ -6,7 +6,7 @@ import dagster as dg
 
 from atlas_assets.definitions import defs
 
-STAGE_GROUPS = {"registry", "ingest", "clean", "model", "outputs"}
+STAGE_GROUPS = {"registry", "ingest", "clean", "model", "outputs", "validation", "publish"}
 
 
 def asset_groups() -> dict[str, str]:
@@ -20,6 +20,8 @@ def test_definitions_load_and_every_asset_sits_in_a_stage_group():
     expected = {
         "registry_benchmarks": "registry", "registry_model_ids": "registry",
         "epoch_hub_scores": "ingest", "swe_bench_scores": "ingest", "raw_scores": "ingest",
+        "validation_fold": "validation", "validation_summary": "validation",
+        "publication": "publish", "report": "publish",
     }
     for asset, group in expected.items():
         assert groups[asset] == group, asset
@@ -53,3 +55,14 @@ def test_main_job_and_nightly_schedule():
     schedule = defs.resolve_schedule_def("nightly_refresh")
     assert schedule.cron_schedule == "0 3 * * *"
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+
+
+def test_the_jobs_split_at_the_partitioned_folds():
+    # atlas_job stops before the folds (one partition per study x fold); publish_job needs every fold
+    selected = lambda job: {k.to_user_string() for k in defs.resolve_job_def(job).asset_layer.selected_asset_keys}  # noqa: E731
+    assert "capability_scores" in selected("atlas_job") and "validation_fold" not in selected("atlas_job")
+    assert selected("validation_job") == {"validation_fold"}
+    assert selected("publish_job") == {"validation_summary", "publication", "report"}
+    graph = defs.resolve_asset_graph()
+    keys = graph.get(dg.AssetKey("validation_fold")).partitions_def.get_partition_keys()
+    assert keys[:2] == ["forward", "forward_strict"] and "masked_4" in keys and "sensitivity_7" in keys
