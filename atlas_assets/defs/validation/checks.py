@@ -6,6 +6,7 @@ import dagster as dg
 import pandas as pd
 from dagster_duckdb import DuckDBResource
 
+from atlas_assets.quality.expectations import Expectation, validate_frame
 from atlas_assets.validation.config import load_validation_config
 from atlas_assets.validation.splits import fold_keys
 
@@ -15,6 +16,38 @@ CELL_STUDIES = ["forward", "forward_strict", "masked"]
 def _table(duckdb: DuckDBResource, sql: str) -> pd.DataFrame:
     with duckdb.get_connection() as conn:
         return conn.execute(sql).df()
+
+
+@dg.asset_check(asset="validation_fold", blocking=True, description="The folds' rows are sound: one validation_folds row "
+                "per fold and fit; in each fold every method scored the same cells; predictive summaries ordered "
+                "(lower_95 <= lower_90 <= lower_50 <= median <= upper_50 <= upper_90 <= upper_95), bounded families' "
+                "predictions inside [0, 1], CRPS finite and >= 0.")
+def validation_fold_rows_valid(duckdb: DuckDBResource) -> dg.AssetCheckResult:
+    folds = _table(duckdb, "SELECT fold, fit FROM validation_folds")
+    problems = []
+    if folds.duplicated(["fold", "fit"]).any():
+        problems.append(f"duplicated fold rows: {folds[folds.duplicated(['fold', 'fit'])].to_dict('records')}")
+    try:
+        predictions = _table(duckdb, "SELECT * FROM validation_predictions")
+    except Exception:  # no cell study has run yet
+        predictions = pd.DataFrame()
+    if predictions.empty:
+        return dg.AssetCheckResult(passed=not problems, metadata={"problems": dg.MetadataValue.json(problems)})
+    per_method = predictions.groupby(["fit", "fold", "method"]).size().unstack("method")
+    uneven = per_method[per_method.nunique(axis=1) != 1]
+    if len(uneven):
+        problems.append(f"methods scored different cells in {uneven.index.tolist()}")
+    bounded = predictions[predictions["kind"] == "bounded"]
+    if not (bounded["lower_95"].ge(0) & bounded["upper_95"].le(1)).all():
+        problems.append("a bounded family's prediction outside [0, 1]")
+    if not (predictions["crps"].ge(0) & predictions["crps"].notna()).all():
+        problems.append("CRPS missing or negative")
+    chain = ["lower_95", "lower_90", "lower_50", "pred_median", "upper_50", "upper_90", "upper_95"]
+    result = validate_frame(predictions, [
+        Expectation("ExpectColumnPairValuesAToBeGreaterThanB", column_A=high, column_B=low, or_equal=True)
+        for low, high in zip(chain, chain[1:])], suite_name="validation_predictions")
+    return dg.AssetCheckResult(passed=bool(result.passed and not problems), metadata={
+        **result.metadata, "problems": dg.MetadataValue.json(problems[:20]), "cells": len(predictions)})
 
 
 @dg.asset_check(asset="validation_summary", blocking=True, description="validation_metrics comes from one production "
