@@ -26,7 +26,7 @@ import pandas as pd
 import yaml
 
 from atlas_assets import settings
-from atlas_assets.spec import NUMERIC_DISTRIBUTIONS, manifest_fingerprint
+from atlas_assets.spec import NUMERIC_DISTRIBUTIONS, manifest_fingerprint, specification_manifest
 
 SQL = Path(__file__).resolve().parent / "sql"
 STAMP_COLUMNS = ("fit", "data_sha256", "spec_sha256")
@@ -294,7 +294,7 @@ def _config_files(required_validation: list[str] | tuple[str, ...]) -> dict[str,
     settings change the page, not what is published, and must not make a new version."""
     out = {}
     for stem in ("cleaning", "outputs", "validation"):
-        path = settings.CONFIG_DIR / f"{stem}.yaml"
+        path = settings.validation_config_path() if stem == "validation" else settings.CONFIG_DIR / f"{stem}.yaml"
         if path.exists():
             out[stem] = yaml.safe_load(path.read_text())
     out["publication"] = {"required_validation": list(required_validation)}
@@ -328,6 +328,10 @@ def methodology_record(conn: duckdb.DuckDBPyConnection, fit_dir: Path, stamps: S
     summary = _read_json(fit_dir / "fit_summary.json") or {}
     summary.pop("out_dir", None)  # the staging path the fit was written to, not where it lives
     manifest = _read_json(fit_dir / "specification.json")
+    publication_manifest = specification_manifest(scope="publication")
+    downstream = {part: files for part, files in publication_manifest.items()
+                  if manifest is None or files != manifest.get(part)}
+    publication_fingerprint = manifest_fingerprint(publication_manifest)
     frame = lambda name: tables[name].frame if name in tables else None  # noqa: E731
     return {
         "stamps": stamps.as_dict(),
@@ -356,6 +360,10 @@ def methodology_record(conn: duckdb.DuckDBPyConnection, fit_dir: Path, stamps: S
             "sha256": stamps.spec_sha256,
             "parts": {part: manifest_fingerprint({part: files}) for part, files in manifest.items()} if manifest else None,
             "manifest": manifest,
+            # the stages downstream of the fit (outputs, validation, publish) as they are now: with the fit's
+            # own specification, the whole of what made these numbers (spec.py, scope "publication")
+            "publication_sha256": publication_fingerprint,
+            "downstream_parts": {part: manifest_fingerprint({part: files}) for part, files in downstream.items()},
         },
         "cleaning_stages": _query(conn, "stage_counts.sql", "audit_stage_history", present),
         "sources": _query(conn, "source_snapshots.sql", "source_snapshots", present),
