@@ -1,0 +1,113 @@
+"""Predicted reasoning settings on a production fit: the formula's proof, how many pairs and cells, seconds.
+
+    .venv/bin/python bench/bench_predicted_states.py [--fit-dir var/model/fits/<name>]
+        [--registry var/atlas.duckdb | DIR with registry_models.pkl, registry_model_ids.pkl, registry_benchmarks.pkl]
+        [--show 25]
+
+Prints the largest |rebuilt phi - fit's phi| over every observed state and draw (must be < 1e-8), the
+plausible unobserved (model, setting) pairs by setting and by basis, the cells, the seconds of each step,
+and the predicted states with the highest posterior mean. The registry is read once (DuckDB read-only,
+with retries while another process writes it), or from a directory of pickled copies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT_ROOT))
+
+from atlas_assets import settings  # noqa: E402
+
+TABLES = ("registry_models", "registry_model_ids", "registry_benchmarks")
+
+
+def latest_passing_fit() -> Path:
+    fits = [p for p in (settings.atlas_home() / "model" / "fits").glob("*")
+            if p.is_dir() and not p.name.endswith((".failed", ".partial")) and (p / "fit_summary.json").exists()]
+    if not fits:
+        raise SystemExit("no passing fit under ATLAS_HOME/model/fits: run `make run` first or pass --fit-dir")
+    return max(fits, key=lambda p: (p / "fit_summary.json").stat().st_mtime)
+
+
+def read_registry(source: Path) -> dict[str, pd.DataFrame | None]:
+    if source.is_dir():
+        return {t: pd.read_pickle(source / f"{t}.pkl") if (source / f"{t}.pkl").exists() else None for t in TABLES}
+    import duckdb
+
+    for attempt in range(30):
+        try:
+            conn = duckdb.connect(str(source), read_only=True)
+            break
+        except duckdb.Error:
+            time.sleep(2)
+    else:
+        raise SystemExit(f"{source}: could not open read-only")
+    try:
+        return {t: conn.execute(f"SELECT * FROM {t}").df() for t in TABLES}
+    finally:
+        conn.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--fit-dir", type=Path)
+    parser.add_argument("--registry", type=Path, default=settings.atlas_home() / "atlas.duckdb")
+    parser.add_argument("--show", type=int, default=25)
+    args = parser.parse_args()
+
+    from atlas_assets.model.fit_process import load_fit
+    from atlas_assets.model.scores import rank_eligible
+    from atlas_assets.outputs.cell_predictions import family_score_scales
+    from atlas_assets.outputs.config import load_outputs_config
+    from atlas_assets.outputs.draws import from_fit
+    from atlas_assets.outputs.predicted_states import predict_states, reasoning_posterior, setting_plausibility
+    from atlas_assets.registry.model_ids import load_model_overrides
+
+    fit_dir = args.fit_dir or latest_passing_fit()
+    t0 = time.perf_counter()
+    loaded = load_fit(fit_dir)
+    cfg = load_outputs_config()
+    max_draws = int(cfg["draws"]["max_draws"])
+    draws = from_fit(loaded).thin(max_draws)
+    post = reasoning_posterior(loaded.idata).thin(max_draws)
+    t_load = time.perf_counter() - t0
+    si = loaded.stan_input
+
+    t0 = time.perf_counter()
+    reg = read_registry(args.registry)
+    overrides = load_model_overrides()
+    plaus = setting_plausibility(si.states, si.config, reg["registry_models"], reg["registry_model_ids"],
+                                 overrides.no_reasoning_mode, overrides.reasoning_products,
+                                 si.models.set_index("model")["released_on"].to_dict()
+                                 if "released_on" in si.models else None)
+    t_rule = time.perf_counter() - t0
+    scales = family_score_scales(si.families, reg["registry_benchmarks"])
+    result = predict_states(post, draws, si, cfg, plaus, rank_eligible(si, si.config), scales)
+
+    print(f"fit {fit_dir.name}: {si.data['M']} models, {si.data['S']} observed states, {si.data['J']} families, "
+          f"{draws.n_draws} draws")
+    print(f"reconstruction: max |rebuilt phi - fit phi| over {si.data['S']} observed states x {draws.n_draws} draws "
+          f"= {result.reconstruction_error:.3g}")
+    pred = result.states
+    print(f"predicted (model, setting) pairs: {len(pred)} over {pred['model'].nunique()} models "
+          f"(unobserved pairs not predicted: {len(result.exclusions)})")
+    print("  by setting:", pred["reasoning_state"].value_counts().to_dict())
+    print("  terms:", pred.groupby(["ladder_terms", "deviation"]).size().to_dict())
+    reasons = result.exclusions["reason"].str.replace(r"(first published \S+ for )\S+ \(.*", r"\1...", regex=True)
+    print("  not predicted, by reason:", reasons.str.slice(0, 70).value_counts().head(8).to_dict())
+    print(f"cells: {len(result.cells)} ({pred.shape[0]} states x {si.data['J']} families)")
+    print(f"seconds: load {t_load:.1f}, rule {t_rule:.2f}, predict (phi + tables + cells) {result.seconds:.1f}")
+    cols = ["model", "reasoning_state", "observed_states", "display_mean", "display_lower", "display_upper",
+            "p_above_model_headline", "expected_rank", "ladder_terms", "deviation"]
+    with pd.option_context("display.width", 250, "display.max_columns", 20, "display.max_colwidth", 40):
+        print(pred.sort_values("display_mean", ascending=False)[cols].head(args.show).to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()
