@@ -102,6 +102,14 @@ def main() -> None:
     reasons = result.exclusions["reason"].str.replace(r"(first published \S+ for )\S+ \(.*", r"\1...", regex=True)
     print("  not predicted, by reason:", reasons.str.slice(0, 70).value_counts().head(8).to_dict())
     print(f"cells: {len(result.cells)} ({pred.shape[0]} states x {si.data['J']} families)")
+    scores = pd.read_csv(fit_dir / "state_scores.csv")
+    measured = scores[scores.display_upper > scores.display_lower]
+    narrowest = (measured.display_upper - measured.display_lower).groupby(measured.model).min()
+    width = pred.display_upper - pred.display_lower
+    sure = pred[width < pred.model.map(narrowest) - 1e-9]
+    print(f"predicted intervals narrower than the model's narrowest measured one: {len(sure)}"
+          + (f" {list(zip(sure.model, sure.reasoning_state))[:8]}" if len(sure) else ""))
+    print(f"predicted states with P(rank 1) >= 0.5: {int((pred.p_rank1 >= 0.5).sum())}")
     print(f"seconds: load {t_load:.1f}, rule {t_rule:.2f}, predict (phi + tables + cells) {result.seconds:.1f}")
     cols = ["model", "reasoning_state", "observed_states", "display_mean", "display_lower", "display_upper",
             "p_above_model_headline", "expected_rank", "ladder_terms", "deviation"]

@@ -322,3 +322,78 @@ def test_reconstruction_on_the_latest_production_fit():
     loaded = load_fit(max(fits, key=lambda f: (f / "fit_summary.json").stat().st_mtime))
     post = reasoning_posterior(loaded.idata)
     assert reconstruction_error(post, loaded.stan_input, draws_of(loaded.idata, "phi")) < 1e-8
+
+
+# ------------------------------------------------------------------------------------- the asset and its checks
+
+
+def write_fit(folder: Path, si, cfg, p: dict, draws: PosteriorDraws, spec_sha256: str) -> Path:
+    """A fit folder in `fit_process.run_fit`'s format whose posterior holds the primitives and the family parameters."""
+    import json
+
+    fam = si.families
+    bp, rp = fam["bounded_pos"].to_numpy(), fam["rating_pos"].to_numpy()
+    post = {**{k: v for k, v in p.items()}, "b": draws.b, "beta": draws.beta,
+            "kappa": draws.kappa[:, bp >= 0][:, np.argsort(bp[bp >= 0])],
+            "rating_sd": draws.rating_sd[:, rp >= 0][:, np.argsort(rp[rp >= 0])],
+            "hurdle_a": draws.hurdle_a, "hurdle_b": draws.hurdle_b}
+    folder.mkdir(parents=True)
+    as_idata(post).to_netcdf(str(folder / "posterior.nc"))
+    si.observations.drop(columns=["state_pos", "family_pos", "obs_pos", "piece", "hurdle"]).to_csv(
+        folder / "modeled_observations.csv", index=False)
+    (folder / "model_config.json").write_text(json.dumps(cfg))
+    gates = ("rhat", "ess_bulk", "ess_tail", "divergences", "ebfmi")
+    (folder / "diagnostics.json").write_text(json.dumps({"passes": True, "checks": {g: True for g in gates},
+                                                         "thresholds": cfg["diagnostics"]}))
+    (folder / "fit_summary.json").write_text(json.dumps({"passes": True, "engine": "synthetic"}))
+    (folder / "fingerprint.json").write_text(json.dumps({"spec_sha256": spec_sha256}))
+    return folder
+
+
+@pytest.mark.slow
+def test_asset_writes_three_tables_of_one_fit_and_its_checks_pass(panel, tmp_path, monkeypatch):
+    import dagster as dg
+    import duckdb
+    import yaml
+    from dagster_duckdb import DuckDBResource
+
+    from atlas_assets.defs.outputs import predicted_states as defs_module
+    from atlas_assets.model.scores import state_scores
+    from atlas_assets.spec import specification_fingerprint
+
+    si, cfg, p, draws = panel
+    model_yaml = tmp_path / "model.yaml"
+    model_yaml.write_text(yaml.safe_dump(cfg))
+    monkeypatch.setenv("ATLAS_MODEL_CONFIG", str(model_yaml))
+    fit_dir = write_fit(tmp_path / "fits" / "synthetic", si, cfg, p, draws, specification_fingerprint())
+    db = tmp_path / "atlas.duckdb"
+    with duckdb.connect(str(db)) as conn:
+        for name, frame in {"model_index_states": si.states, "model_index_models": si.models,
+                            "model_index_families": si.families,
+                            "capability_state_scores": state_scores(as_idata(p), si, cfg)}.items():
+            conn.register("frame", frame)
+            conn.execute(f"CREATE TABLE {name} AS SELECT * FROM frame")
+            conn.unregister("frame")
+        # a registry: every simulated model by one provider, released in name order
+        models = si.models["model"]
+        conn.register("frame", pd.DataFrame({"model": models, "organization": "Sim",
+                                             "released_on": pd.Timestamp("2025-01-01") + pd.to_timedelta(
+                                                 np.arange(len(models)), unit="D")}))
+        conn.execute("CREATE TABLE registry_models AS SELECT * FROM frame")
+    instance = dg.DagsterInstance.ephemeral()
+    instance.report_runless_asset_event(
+        dg.AssetMaterialization("capability_fit", metadata={"fit_dir": dg.MetadataValue.path(str(fit_dir))}))
+    result = dg.materialize([defs_module.predicted_states, defs_module.predicted_states_valid,
+                             defs_module.predicted_states_plausible], instance=instance,
+                            resources={"duckdb": DuckDBResource(database=str(db))}, raise_on_error=False)
+    assert result.success
+    checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    assert checks["predicted_states_valid"], checks
+    with duckdb.connect(str(db), read_only=True) as conn:
+        q = lambda sql: conn.execute(sql).fetchall()  # noqa: E731
+        n_pred = q("SELECT count(*) FROM predicted_states")[0][0]
+        assert n_pred > 0 and q("SELECT count(*) FROM predicted_state_cells")[0][0] == n_pred * len(si.families)
+        assert q("SELECT DISTINCT fit FROM (SELECT fit FROM predicted_states UNION ALL SELECT fit FROM "
+                 "predicted_state_cells UNION ALL SELECT fit FROM predicted_state_exclusions)") == [("synthetic",)]
+        # a ladder level came from the provider's publications, not only the defaults
+        assert q("SELECT count(*) FROM predicted_states WHERE reasoning_state <> 'default'")[0][0] > 0
