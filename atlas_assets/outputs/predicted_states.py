@@ -436,6 +436,14 @@ class UnknownSetting:
     weights: np.ndarray        # (D, n) per-draw probability of each setting
 
 
+def unknown_setting_candidates(states: pd.DataFrame, plausibility: pd.DataFrame, model: str) -> list[str]:
+    """The settings an unknown-setting run of `model` may have used: its observed states and its plausible
+    predicted ones, in the fit's setting order (`states`: the fit's; `plausibility`: `setting_plausibility`)."""
+    seen = states.loc[states["model"] == model, "reasoning_state"].tolist()
+    more = plausibility.loc[(plausibility["model"] == model) & plausibility["plausible"], "reasoning_state"].tolist()
+    return seen + [s for s in more if s not in seen]
+
+
 def unknown_setting_draws(post: ReasoningPosterior, si, model: str, candidates: Sequence[str], seed: int = 0,
                           log_weights: np.ndarray | None = None) -> UnknownSetting:
     """Capability of a run of fitted `model` whose setting is unknown (`_unknown`, web app): a mixture over

@@ -23,6 +23,7 @@ from atlas_assets.outputs.predicted_states import (
     setting_plausibility,
     state_layout,
     state_phi,
+    unknown_setting_candidates,
     unknown_setting_draws,
 )
 from tests.outputs.tiny import config as outputs_config
@@ -293,7 +294,10 @@ def test_unknown_setting_mixture(panel):
     post = reasoning_posterior(as_idata(p))
     model = si.states.loc[si.states.amp_index > 0, "model"].iloc[0]
     seen = si.states.loc[si.states.model == model, "reasoning_state"].tolist()
-    candidates = seen + [r for r in LADDER if r not in seen][:1]
+    extra = [r for r in LADDER if r not in seen][:1]
+    plaus = pd.DataFrame({"model": model, "reasoning_state": extra + ["enabled"], "plausible": [True, False]})
+    candidates = unknown_setting_candidates(si.states, plaus, model)
+    assert candidates == seen + extra
     mix = unknown_setting_draws(post, si, model, candidates, seed=4)
     each = phi_draws(post, state_layout(si, pd.DataFrame({"model": model, "reasoning_state": mix.settings})), seed=4)
     np.testing.assert_array_equal(mix.phi, each[np.arange(len(mix.phi)), mix.picked])
