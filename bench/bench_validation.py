@@ -26,7 +26,7 @@ from atlas_assets import settings  # noqa: E402
 from atlas_assets.validation.config import load_validation_config  # noqa: E402
 from atlas_assets.validation.folds import run_fold  # noqa: E402
 from atlas_assets.validation.splits import fold_keys  # noqa: E402
-from atlas_assets.validation.summary import held_out_skill, validation_metrics  # noqa: E402
+from atlas_assets.validation.summary import CELL_STUDIES, held_out_skill, validation_metrics  # noqa: E402
 
 
 def latest_passing_fit() -> Path:
@@ -96,7 +96,7 @@ def main() -> int:
     print(f"\ntotal wall time: {total:.0f} s for {len(keys)} folds")
     cols = ["study", "method", "n_cells", "rmse_points", "mae_points", "crps", "spearman", "coverage_50",
             "coverage_90", "coverage_95"]
-    cells = metrics[metrics["study"].isin(["forward", "forward_strict", "masked"])]
+    cells = metrics[metrics["study"].isin(CELL_STUDIES)]
     if len(cells):
         print("\n== held-out cells: model vs baselines (bounded families, points = 100 x unit) ==")
         print(cells[cols].round(4).to_string(index=False))
@@ -104,7 +104,7 @@ def main() -> int:
             m = r.set_index("method")
             if {"atlas", "eci_form"} <= set(m.index):
                 print(f"{study}: RMSE model / ECI form = {m.at['atlas', 'rmse'] / m.at['eci_form', 'rmse']:.3f}")
-    other = metrics[~metrics["study"].isin(["forward", "forward_strict", "masked"])].dropna(axis=1, how="all")
+    other = metrics[~metrics["study"].isin(CELL_STUDIES)].dropna(axis=1, how="all")
     if len(other):
         print("\n== whole families and sensitivity ==\n" + other.round(4).to_string(index=False))
     if len(skill):

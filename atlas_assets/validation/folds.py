@@ -121,8 +121,22 @@ def _eci_ensembles(train: pd.DataFrame, heldout: pd.DataFrame, validation_cfg: M
     return ensembles, {"eci_form_seconds": round(time.perf_counter() - t0, 2)}
 
 
-def _predictions(split: Split, observations: pd.DataFrame, refit, validation_cfg, seed: int) -> tuple[pd.DataFrame, dict]:
+def _score(split: Split, heldout: pd.DataFrame, ensembles: dict[str, np.ndarray], validation_cfg) -> tuple[pd.DataFrame, dict]:
+    """Per-cell scores of every method on the cells every method could predict (identical splits)."""
     intervals = [float(x) for x in validation_cfg["intervals"]]
+    scored = np.logical_and.reduce([np.isfinite(e).all(axis=0) for e in ensembles.values()])
+    base = heldout.loc[scored, KEY + ["kind", "u", "released_on"]].reset_index(drop=True)
+    frames = []
+    for method, ensemble in ensembles.items():
+        cells = cell_scores(base["u"].to_numpy(float), ensemble[:, scored], intervals)
+        frames.append(pd.concat([base.assign(method=method), cells], axis=1))
+    out = pd.concat(frames, ignore_index=True)
+    out.insert(0, "fold", split.fold)
+    out.insert(0, "study", split.study)
+    return out, {"n_scored": int(scored.sum())}
+
+
+def _predictions(split: Split, observations: pd.DataFrame, refit, validation_cfg, seed: int) -> tuple[pd.DataFrame, dict]:
     train = observations[split.train].reset_index(drop=True)
     heldout = observations[split.heldout].reset_index(drop=True)
     rng = np.random.default_rng(seed)
@@ -132,17 +146,55 @@ def _predictions(split: Split, observations: pd.DataFrame, refit, validation_cfg
     ensembles.update(eci)
     ensembles["family_mean"] = baselines.family_mean_ensemble(train, heldout, rng, size)
     ensembles["model_offset"] = baselines.model_offset_ensemble(train, heldout, rng, size)
-    # identical splits: a cell is scored only when every method can predict it
-    scored = np.logical_and.reduce([np.isfinite(e).all(axis=0) for e in ensembles.values()])
-    base = heldout.loc[scored, KEY + ["kind", "u", "released_on"]].reset_index(drop=True)
-    frames = []
-    for method in METHODS:
-        cells = cell_scores(base["u"].to_numpy(float), ensembles[method][:, scored], intervals)
-        frames.append(pd.concat([base.assign(method=method), cells], axis=1))
-    out = pd.concat(frames, ignore_index=True)
-    out.insert(0, "fold", split.fold)
-    out.insert(0, "study", split.study)
-    return out, {"n_scored": int(scored.sum()), **timing}
+    out, info = _score(split, heldout, {m: ensembles[m] for m in METHODS}, validation_cfg)
+    return out, {**info, **timing}
+
+
+def _state_ensembles(refit, heldout: pd.DataFrame, rng: np.random.Generator, seed: int) -> dict[str, np.ndarray]:
+    """Hidden states' cells from the refit: `atlas` through the full reasoning structure (the model's own
+    ladder amplitude and curvature, or the setting's learned spread; outputs/predicted_states.py), and two
+    baselines: the model's pinned state as it is, and the pinned state plus the shared effect only."""
+    from atlas_assets.outputs.cell_model import predictive
+    from atlas_assets.outputs.draws import from_fit, observation_items
+    from atlas_assets.outputs.predicted_states import reasoning_posterior, setting_order, state_phi
+
+    draws, si = from_fit(refit), refit.stan_input
+    post = reasoning_posterior(refit.idata)
+    states = si.states
+    pinned = states[states["pinned"]].set_index("model")
+    shared = np.concatenate([np.zeros((draws.n_draws, 1)), post.shared_effect], axis=1)
+    default, ladder, off = setting_order(si.config)  # every setting the program knows, observed or not
+    code_of = {default: 0, **{r: i + 1 for i, r in enumerate(ladder)},
+               **{r: len(ladder) + 1 + i for i, r in enumerate(off)}}
+    family_pos = si.families.set_index("family")["family_pos"]
+    items = observation_items(heldout)
+    out = {name: np.full((draws.n_draws, len(heldout)), np.nan) for name in ("atlas", "pinned_state", "pinned_plus_shared")}
+    for (model, state), rows in heldout.groupby(["model", "reasoning_state"], sort=True):
+        if model not in pinned.index or state not in code_of:
+            continue
+        pin = pinned.loc[model]
+        phi_pin = draws.phi[:, int(pin["state_pos"])]
+        phis = {"atlas": state_phi(post, si, model, state, seed),
+                "pinned_state": phi_pin,
+                "pinned_plus_shared": phi_pin - shared[:, int(pin["setting_code"])] + shared[:, int(code_of[state])]}
+        for family, cells in rows.groupby("family"):
+            if family not in family_pos.index:
+                continue
+            j, cols = int(family_pos[family]), cells.index.to_numpy()
+            lik = draws.family(j, si.families)
+            for name, phi in phis.items():
+                eta = draws.beta[:, [j]] * (np.repeat(phi[:, None], len(cols), axis=1) - draws.b[:, [j]])
+                out[name][:, cols] = predictive(rng, eta, lik, items[cols])
+    return out
+
+
+def _state_predictions(split: Split, observations: pd.DataFrame, refit, validation_cfg, seed: int) -> tuple[pd.DataFrame, dict]:
+    train = observations[split.train].reset_index(drop=True)
+    heldout = observations[split.heldout].reset_index(drop=True)
+    rng = np.random.default_rng(seed)
+    ensembles = _state_ensembles(refit, heldout, rng, seed)
+    ensembles["family_mean"] = baselines.family_mean_ensemble(train, heldout, rng, ensembles["atlas"].shape[0])
+    return _score(split, heldout, ensembles, validation_cfg)
 
 
 def _family_ranks(split: Split, observations: pd.DataFrame, refit, validation_cfg) -> pd.DataFrame:
@@ -197,7 +249,9 @@ def run_fold(fold: str, production_dir: str | Path, validation_cfg: Mapping[str,
     production_dir = Path(production_dir)
     production_cfg = json.loads((production_dir / "model_config.json").read_text())
     observations = pd.read_csv(production_dir / "modeled_observations.csv")
-    split = make_split(fold, observations, validation_cfg, references(production_cfg))
+    index_states = pd.read_csv(production_dir / "index_states.csv")
+    pinned = set(zip(index_states.loc[index_states["pinned"], "model"], index_states.loc[index_states["pinned"], "reasoning_state"]))
+    split = make_split(fold, observations, validation_cfg, references(production_cfg), pinned)
     fold_dir = Path(fold_root) / fold
     t0 = time.perf_counter()
     fit_dir, reused = _refit(split, observations, production_dir, production_cfg, validation_cfg, fold_dir,
@@ -214,6 +268,9 @@ def run_fold(fold: str, production_dir: str | Path, validation_cfg: Mapping[str,
     result = FoldResult(fold, split.study, info, pd.DataFrame())
     if split.study in ("forward", "forward_strict", "masked"):
         result.predictions, extra = _predictions(split, observations, refit, validation_cfg, seed)
+        info.update(extra)
+    elif split.study == "masked_state":
+        result.predictions, extra = _state_predictions(split, observations, refit, validation_cfg, seed)
         info.update(extra)
     elif split.study == "family":
         result.family_ranks = _family_ranks(split, observations, refit, validation_cfg)

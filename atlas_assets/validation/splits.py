@@ -16,6 +16,9 @@ Studies (one `Split` per fold; `fold_keys` lists them, one Dagster partition eac
   in the same fold; groups are spread over folds by observation count (largest first).
 - sensitivity_k: the k-th best-covered family dropped (nothing is predicted; the
   study compares rankings).
+- masked_state: for every model with two or more observed reasoning states, every cell of
+  one of its non-pinned states is hidden (seeded): the state is absent from the refit and
+  is predicted from the model's other states and the reasoning structure (issue 14).
 """
 
 from __future__ import annotations
@@ -52,14 +55,14 @@ class Split:
 
 def fold_keys(cfg: Mapping[str, Any]) -> list[str]:
     """Every partition key of the validation studies, in a stable order."""
-    return (["forward", "forward_strict"]
+    return (["forward", "forward_strict", "masked_state"]
             + [f"masked_{k}" for k in range(int(cfg["masked"]["folds"]))]
             + [f"family_{k}" for k in range(int(cfg["family"]["folds"]))]
             + [f"sensitivity_{k}" for k in range(int(cfg["sensitivity"]["families"]))])
 
 
 def study_of(fold: str) -> str:
-    return fold if fold.startswith("forward") else fold.rsplit("_", 1)[0]
+    return fold if fold in ("forward", "forward_strict", "masked_state") else fold.rsplit("_", 1)[0]
 
 
 def _protected(observations: pd.DataFrame, references: list[tuple[str, str]]) -> np.ndarray:
@@ -162,13 +165,38 @@ def sensitivity_split(observations: pd.DataFrame, cfg: Mapping[str, Any], refere
                  {"dropped_family": family, "n_observations_dropped": int(dropped.sum())})
 
 
+def masked_state_split(observations: pd.DataFrame, cfg: Mapping[str, Any], references,
+                       pinned: set[tuple[str, str]]) -> Split:
+    obs = observations.reset_index(drop=True)
+    rng = _rng(cfg, "masked_state")
+    protected = set(references) | set(pinned)
+    heldout = np.zeros(len(obs), bool)
+    chosen = []
+    for model, rows in obs.groupby("model", sort=True):
+        states = sorted(set(rows["reasoning_state"]))
+        if len(states) < 2 or any((model, s) in set(references) for s in states):
+            continue
+        candidates = [s for s in states if (model, s) not in protected]
+        if not candidates:
+            continue
+        state = candidates[int(rng.integers(len(candidates)))]
+        heldout |= ((obs["model"] == model) & (obs["reasoning_state"] == state)).to_numpy()
+        chosen.append(f"{model}|{state}")
+    return Split("masked_state", "masked_state", heldout, np.zeros(len(obs), bool), {"hidden_states": len(chosen)})
+
+
 def make_split(fold: str, observations: pd.DataFrame, cfg: Mapping[str, Any],
-               references: list[tuple[str, str]]) -> Split:
-    """The split of one partition key (see `fold_keys`)."""
+               references: list[tuple[str, str]], pinned: set[tuple[str, str]] | None = None) -> Split:
+    """The split of one partition key (see `fold_keys`). `pinned`: the production fit's pinned states (the
+    masked-state study never hides one: the model's gauge)."""
     if fold not in fold_keys(cfg):
         raise ValueError(f"unknown validation fold {fold!r}; the config defines {fold_keys(cfg)}")
     if fold in ("forward", "forward_strict"):
         return forward_split(observations, cfg, references, strict=fold == "forward_strict")
+    if fold == "masked_state":
+        if pinned is None:
+            raise ValueError("the masked-state split needs the fit's pinned states")
+        return masked_state_split(observations, cfg, references, pinned)
     study, k = fold.rsplit("_", 1)
     builder = {"masked": masked_split, "family": family_split, "sensitivity": sensitivity_split}[study]
     return builder(observations, cfg, references, int(k))

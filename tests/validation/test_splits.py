@@ -96,3 +96,15 @@ def test_fold_keys_follow_the_config_and_unknown_folds_are_refused(cfg):
     assert "sensitivity_1" in keys and "sensitivity_2" not in keys
     with pytest.raises(ValueError, match="unknown validation fold 'masked_9'"):
         make_split("masked_9", panel(), cfg, REFS)
+
+
+def test_masked_state_hides_one_non_pinned_state_per_model_with_several(cfg):
+    obs = panel()
+    pinned = {("m7", "default"), ("ref-high", "high")}
+    split = make_split("masked_state", obs, cfg, REFS, pinned)
+    hidden = obs.loc[split.heldout, ["model", "reasoning_state"]].drop_duplicates()
+    # m7 has two states: its non-pinned one (high) is hidden whole; ref-high is a reference model: untouched
+    assert hidden.values.tolist() == [["m7", "high"]]
+    assert split.heldout[(obs["model"] == "m7") & (obs["reasoning_state"] == "high")].all()
+    with pytest.raises(ValueError, match="pinned states"):
+        make_split("masked_state", obs, cfg, REFS)

@@ -124,7 +124,7 @@ def _read(conn, table: str, fit: str) -> pd.DataFrame:
     "(validation_family_skill). Fails when a fold of the current fit is missing.",
 )
 def validation_summary(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
-    from atlas_assets.validation.summary import held_out_skill, validation_metrics
+    from atlas_assets.validation.summary import CELL_STUDIES, held_out_skill, validation_metrics
 
     fit_dir = production_fit(context)
     cfg = load_validation_config()
@@ -143,7 +143,7 @@ def validation_summary(context: dg.AssetExecutionContext, duckdb: DuckDBResource
     with duckdb.get_connection() as conn:
         replace_tables(conn, {"validation_metrics": metrics, "validation_family_skill": skill})
     folds = tables["validation_folds"]
-    cells = metrics[metrics["study"].isin(["forward", "forward_strict", "masked"])]
+    cells = metrics[metrics["study"].isin(CELL_STUDIES)]
     return dg.MaterializeResult(metadata={
         "production_fit": dg.MetadataValue.path(str(fit_dir)),
         "folds": len(folds),
