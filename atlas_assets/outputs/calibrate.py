@@ -592,6 +592,7 @@ class Calibration:
     phi: np.ndarray             # (D, S_cal) aligned with the main fit's draws
     observations: pd.DataFrame  # the rows used, with cal_pos (row of `states`)
     seconds: float
+    log_evidence: np.ndarray | None = None  # (D, S_cal): its model's log p(y_model | draw), per state column
 
 
 def calibrate(draws: PosteriorDraws, reasoning: ReasoningDraws, families: pd.DataFrame, observations: pd.DataFrame,
@@ -600,7 +601,7 @@ def calibrate(draws: PosteriorDraws, reasoning: ReasoningDraws, families: pd.Dat
     import time
 
     start = time.perf_counter()
-    frames, phis, used = [], [], []
+    frames, phis, used, evidence = [], [], [], []
     for model, rows in observations.groupby("model", sort=True):
         fit = calibrate_model(draws, reasoning, families, rows, model_rng(seed, model), **settings)
         st = fit.layout.states.copy()
@@ -615,6 +616,7 @@ def calibrate(draws: PosteriorDraws, reasoning: ReasoningDraws, families: pd.Dat
         st["theta_mean"], st["theta_sd"] = fit.theta.mean(), fit.theta.std()
         frames.append(st)
         phis.append(fit.phi)
+        evidence.append(np.repeat(fit.log_evidence[:, None], fit.phi.shape[1], axis=1))
         used.append(rows)
     if not frames:
         return Calibration(pd.DataFrame(columns=["model", "reasoning_state", "cal_pos"]), np.zeros((draws.n_draws, 0)),
@@ -624,7 +626,8 @@ def calibrate(draws: PosteriorDraws, reasoning: ReasoningDraws, families: pd.Dat
     key = dict(zip(zip(states["model"], states["reasoning_state"]), states["cal_pos"]))
     obs = pd.concat(used, ignore_index=True)
     obs["cal_pos"] = [key[k] for k in zip(obs["model"], obs["reasoning_state"])]
-    return Calibration(states, np.concatenate(phis, axis=1), obs, time.perf_counter() - start)
+    return Calibration(states, np.concatenate(phis, axis=1), obs, time.perf_counter() - start,
+                       np.concatenate(evidence, axis=1))
 
 
 # ----------------------------------------------------------------------------------------------- tables
@@ -660,6 +663,13 @@ def calibrated_state_table(cal: Calibration, draws: PosteriorDraws, fitted_headl
     st["display_mean"], st["display_median"] = disp.mean(axis=0), q[1]
     st["display_lower"], st["display_upper"], st["display_sd"] = q[0], q[2], disp.std(axis=0)
     st["latent_mean"], st["latent_sd"] = cal.phi.mean(axis=0), cal.phi.std(axis=0)
+    if cal.log_evidence is not None:
+        # the same draws reweighted by the model's marginal likelihood: what a refit with it would give (up to the
+        # reference standardisation); far from display_mean = the new numbers would move the families
+        w = np.exp(cal.log_evidence - cal.log_evidence.max(axis=0, keepdims=True))
+        st["display_mean_reweighted"] = (w * disp).sum(axis=0) / w.sum(axis=0)
+    else:
+        st["display_mean_reweighted"] = np.nan
     st["interval"] = interval
     min_f, min_o = int(rules.get("min_families", 1)), int(rules.get("min_observations", 1))
     st["status"] = np.where(
@@ -680,7 +690,7 @@ def calibrated_state_table(cal: Calibration, draws: PosteriorDraws, fitted_headl
     st["headline"] = st.index.isin(heads.index)
     columns = ["model", "reasoning_state", "path", "status", "eligible", "headline", "n_obs", "n_families", "families",
                "model_n_obs", "model_n_families", "display_mean", "display_median", "display_lower", "display_upper",
-               "display_sd", "latent_mean", "latent_sd", "interval", "p_rank1", f"p_top{top_k}", "expected_rank",
+               "display_sd", "latent_mean", "latent_sd", "interval", "display_mean_reweighted", "p_rank1", f"p_top{top_k}", "expected_rank",
                "outside_reason", "pinned", "setting_code", "unknown_setting", "theta_mean", "theta_sd",
                "feedback_ess_share", "reasoning_term_ess_share", "cal_pos"]
     return st[columns].sort_values(["display_mean", "model"], ascending=[False, True]).reset_index(drop=True)
