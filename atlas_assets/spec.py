@@ -32,13 +32,14 @@ NUMERIC_DISTRIBUTIONS = (
     "numpy", "scipy", "pandas", "duckdb", "pystan", "httpstan", "cmdstanpy", "arviz", "xarray", "pyyaml",
 )
 # Package code that checks or wires but computes nothing published.
-# (config_schema.py only accepts or refuses a config; the values it passes are fingerprinted as config.)
-NOT_SPECIFICATION = ("defs/*/checks.py", "quality/*", "definitions.py", "resources.py", "model/cmdstan_setup.py",
-                     "config_schema.py")
+# (config_schema.py only accepts or refuses a config, whose values are fingerprinted as config; the asset
+# wiring in defs/ runs the stages' code, which is fingerprinted; spec, settings and storage name, place and
+# write, they do not compute.)
+NOT_SPECIFICATION = ("defs/*", "defs/*/*", "quality/*", "definitions.py", "resources.py", "model/cmdstan_setup.py",
+                     "config_schema.py", "spec.py", "settings.py", "storage.py")
 # Stages downstream of the posterior: they recompute from a fit on every run, so they are part of what a
 # publication depends on but not of the fit's own specification (a report change must not force a refit).
 DOWNSTREAM_CODE = ("outputs_code", "validation_code", "publish_code")
-DOWNSTREAM_WIRING = ("defs/outputs/*", "defs/validation/*", "defs/publish/*")
 DOWNSTREAM_CONFIG = ("outputs.yaml", "validation.yaml", "publish.yaml")
 
 
@@ -80,9 +81,7 @@ def specification_manifest(
         "sql": sorted((project_root / "sql").glob("*.sql")),
         "stan": sorted((project_root / "stan").glob("*.stan")),
         "config": [*config_files, model_config],
-        **{part: [p for p in paths if scope == "publication"
-                  or not any(p.relative_to(package_root).match(w) for w in DOWNSTREAM_WIRING)]
-           for part, paths in _code_files(package_root).items()
+        **{part: paths for part, paths in _code_files(package_root).items()
            if scope == "publication" or part not in DOWNSTREAM_CODE},
     }
 

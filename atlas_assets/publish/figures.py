@@ -19,7 +19,8 @@ from matplotlib.lines import Line2D
 
 GRADE_COLOURS = {"A": "#1b7837", "B": "#5aae61", "C": "#f1a340", "D": "#d6604d", None: "#9e9e9e"}
 METHOD_COLOURS = {"atlas": "#2166ac", "eci_form": "#d6604d", "eci_form_residual": "#f4a582",
-                  "family_mean": "#7f7f7f", "model_offset": "#b8860b", "mean_standardized": "#7f7f7f"}
+                  "family_mean": "#7f7f7f", "model_offset": "#b8860b", "mean_standardized": "#7f7f7f",
+                  "pinned_state": "#762a83", "pinned_plus_shared": "#5aae61"}
 INK, FAINT = "#222222", "#bbbbbb"
 STYLE = {"font.size": 9, "axes.spines.top": False, "axes.spines.right": False, "axes.titlesize": 10,
          "axes.titleweight": "bold", "axes.labelsize": 9, "legend.fontsize": 8, "legend.frameon": False}
@@ -211,7 +212,8 @@ def forward_errors(predictions: pd.DataFrame) -> Figure:
         ax.plot(quarterly.index + pd.Timedelta(days=45), quarterly.to_numpy(), "-", color=colour, linewidth=2,
                 label=f"{method} (median per quarter)")
     ax.set_xlabel("model release date")
-    ax.set_ylabel("absolute error (unit scale; ratings standardized)")
-    ax.set_ylim(bottom=0)
+    ax.set_ylabel("absolute error (points of the score range)")
+    # a few wild misses would flatten the rest: the axis stops at the 99th percentile (the medians are drawn)
+    ax.set_ylim(0, float(predictions["error"].quantile(0.99)) * 1.05 or 1.0)
     ax.legend(loc="upper left")
     return fig

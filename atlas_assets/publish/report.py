@@ -341,8 +341,10 @@ def _forward(b: _Builder) -> None:
         b.section("forward", "Predicting models not yet seen", lede, _validation_note(b, "validation_predictions"))
         return
     forward = predictions[(predictions["study"] == "forward") & predictions["method"].isin(["atlas", "eci_form"])].copy()
+    if "kind" in forward:  # errors in points of a bounded score; a rating family's standardised scale is not one
+        forward = forward[forward["kind"] == "bounded"]
     forward["released_on"] = pd.to_datetime(forward["released_on"], errors="coerce")
-    forward["error"] = (forward["pred_mean"] - forward["u"]).abs()
+    forward["error"] = 100 * (forward["pred_mean"] - forward["u"]).abs()
     forward = forward.dropna(subset=["released_on", "error"])
     metrics = b.version.table("validation_metrics")
     body = ""
