@@ -307,6 +307,7 @@ class RefitSampler(Strict):
 class ForwardStudy(Strict):
     newest_share: Number = Field(gt=0, lt=1)
     hide_share: Number = Field(gt=0, lt=1)
+    thin_evidence_cells: int = Field(default=2, ge=1)
 
 
 class MaskedStudy(Strict):

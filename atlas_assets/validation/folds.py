@@ -150,6 +150,51 @@ def _predictions(split: Split, observations: pd.DataFrame, refit, validation_cfg
     return out, {**info, **timing}
 
 
+def _calibrated_ensemble(refit, evidence: pd.DataFrame, heldout: pd.DataFrame, rng: np.random.Generator,
+                         seed: int) -> tuple[np.ndarray, dict]:
+    """Held-out cells of models outside the refit, through calibrate-in (outputs/calibrate.py): each model's
+    states placed on the refit from its evidence cells alone, then its cells drawn from the refit's family
+    likelihoods. NaN for a cell whose state has no evidence or whose family is not in the refit."""
+    from atlas_assets.outputs.calibrate import calibrate, likelihood_pieces, reasoning_draws_from_fit
+    from atlas_assets.outputs.cell_model import predictive
+    from atlas_assets.outputs.draws import from_fit, observation_items
+
+    draws, si = from_fit(refit), refit.stan_input
+    fitted_families = set(si.families["family"])
+    usable = evidence[evidence["family"].isin(fitted_families)]
+    pieces = likelihood_pieces(usable, si.families)
+    calibration = calibrate(draws, reasoning_draws_from_fit(refit), si.families, pieces[pieces["drop_reason"].isna()], seed)
+    position = dict(zip(zip(calibration.states["model"], calibration.states["reasoning_state"]), calibration.states["cal_pos"]))
+    family_pos = si.families.set_index("family")["family_pos"]
+    items = observation_items(heldout)
+    out = np.full((draws.n_draws, len(heldout)), np.nan)
+    cal = np.array([position.get((m, r), -1) for m, r in zip(heldout["model"], heldout["reasoning_state"])])
+    fam = heldout["family"].map(family_pos).fillna(-1).to_numpy(int)
+    for j in np.unique(fam[(fam >= 0) & (cal >= 0)]):
+        cols = np.flatnonzero((fam == j) & (cal >= 0))
+        eta = draws.beta[:, [int(j)]] * (calibration.phi[:, cal[cols]] - draws.b[:, [int(j)]])
+        out[:, cols] = predictive(rng, eta, draws.family(int(j), si.families), items[cols])
+    return out, {"calibrated_models": int(calibration.states["model"].nunique()),
+                 "calibrate_seconds": round(calibration.seconds, 2)}
+
+
+def _thin_predictions(split: Split, observations: pd.DataFrame, refit, validation_cfg, seed: int) -> tuple[pd.DataFrame, dict]:
+    """forward_thin: the model's path is calibrate-in; the baselines see the same cells (training + evidence)."""
+    evidence = observations[split.evidence].reset_index(drop=True)
+    known = pd.concat([observations[split.train], evidence], ignore_index=True)
+    heldout = observations[split.heldout].reset_index(drop=True)
+    rng = np.random.default_rng(seed)
+    atlas, info = _calibrated_ensemble(refit, evidence, heldout, rng, seed)
+    ensembles = {"atlas": atlas}
+    eci, timing = _eci_ensembles(known, heldout, validation_cfg, seed)
+    ensembles.update(eci)
+    ensembles["family_mean"] = baselines.family_mean_ensemble(known, heldout, rng, atlas.shape[0])
+    ensembles["model_offset"] = baselines.model_offset_ensemble(known, heldout, rng, atlas.shape[0])
+    out, scored = _score(split, heldout, {m: ensembles[m] for m in METHODS}, validation_cfg)
+    placeable = int(np.isfinite(atlas).all(axis=0).sum())
+    return out, {**scored, **info, **timing, "n_placeable": placeable}
+
+
 def _state_ensembles(refit, heldout: pd.DataFrame, rng: np.random.Generator, seed: int) -> dict[str, np.ndarray]:
     """Hidden states' cells from the refit: `atlas` through the full reasoning structure (the model's own
     ladder amplitude and curvature, or the setting's learned spread; outputs/predicted_states.py), and two
@@ -260,6 +305,7 @@ def run_fold(fold: str, production_dir: str | Path, validation_cfg: Mapping[str,
     diagnostics = json.loads((fit_dir / "diagnostics.json").read_text())
     info = {"study": split.study, "fold": fold, "n_train": int(split.train.sum()),
             "n_heldout": int(split.heldout.sum()), "n_dropped": int(split.dropped.sum()), "n_scored": 0,
+            "n_evidence": int(split.evidence.sum()) if split.evidence is not None else 0,
             "max_rhat": diagnostics.get("max_rhat"), "min_ess_bulk": diagnostics.get("min_ess_bulk"),
             "divergences": diagnostics.get("divergences"), "sample_seconds": diagnostics.get("sample_seconds"),
             "leapfrog": diagnostics.get("n_gradient_evals"), "reused": reused, "fit_dir": str(fit_dir),
@@ -268,6 +314,9 @@ def run_fold(fold: str, production_dir: str | Path, validation_cfg: Mapping[str,
     result = FoldResult(fold, split.study, info, pd.DataFrame())
     if split.study in ("forward", "forward_strict", "masked"):
         result.predictions, extra = _predictions(split, observations, refit, validation_cfg, seed)
+        info.update(extra)
+    elif split.study == "forward_thin":
+        result.predictions, extra = _thin_predictions(split, observations, refit, validation_cfg, seed)
         info.update(extra)
     elif split.study == "masked_state":
         result.predictions, extra = _state_predictions(split, observations, refit, validation_cfg, seed)

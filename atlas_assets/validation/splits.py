@@ -16,6 +16,10 @@ Studies (one `Split` per fold; `fold_keys` lists them, one Dagster partition eac
   in the same fold; groups are spread over folds by observation count (largest first).
 - sensitivity_k: the k-th best-covered family dropped (nothing is predicted; the
   study compares rankings).
+- forward_thin: the calibrate-in path (issue 13). Each new model (as in forward) keeps
+  `thin.evidence_cells` of its cells as its only evidence and leaves the refit entirely
+  (as the coverage filter would remove it); it is calibrated in from those cells on the
+  refit, and the rest of its cells are held out.
 - masked_state: for every model with two or more observed reasoning states, every cell of
   one of its non-pinned states is hidden (seeded): the state is absent from the refit and
   is predicted from the model's other states and the reasoning structure (issue 14).
@@ -41,28 +45,32 @@ class Split:
     heldout: np.ndarray         # bool per observation row: predicted and scored
     dropped: np.ndarray         # bool per observation row: in neither training nor scoring
     info: dict = field(default_factory=dict)
+    evidence: np.ndarray | None = None  # bool per row: outside the refit, the evidence a model is calibrated in from
 
     @property
     def train(self) -> np.ndarray:
-        return ~self.heldout & ~self.dropped
+        out = ~self.heldout & ~self.dropped
+        return out if self.evidence is None else out & ~self.evidence
 
     def fingerprint(self, observations: pd.DataFrame) -> str:
         """Hash of the cells held out and dropped (by name), so a refit is reused only for the same split."""
         keys = observations[KEY].astype(str).agg("|".join, axis=1)
         payload = {"heldout": sorted(keys[self.heldout]), "dropped": sorted(keys[self.dropped]), "study": self.study}
+        if self.evidence is not None:
+            payload["evidence"] = sorted(keys[self.evidence])
         return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
 
 
 def fold_keys(cfg: Mapping[str, Any]) -> list[str]:
     """Every partition key of the validation studies, in a stable order."""
-    return (["forward", "forward_strict", "masked_state"]
+    return (["forward", "forward_strict", "forward_thin", "masked_state"]
             + [f"masked_{k}" for k in range(int(cfg["masked"]["folds"]))]
             + [f"family_{k}" for k in range(int(cfg["family"]["folds"]))]
             + [f"sensitivity_{k}" for k in range(int(cfg["sensitivity"]["families"]))])
 
 
 def study_of(fold: str) -> str:
-    return fold if fold in ("forward", "forward_strict", "masked_state") else fold.rsplit("_", 1)[0]
+    return fold if fold in ("forward", "forward_strict", "forward_thin", "masked_state") else fold.rsplit("_", 1)[0]
 
 
 def _protected(observations: pd.DataFrame, references: list[tuple[str, str]]) -> np.ndarray:
@@ -165,6 +173,25 @@ def sensitivity_split(observations: pd.DataFrame, cfg: Mapping[str, Any], refere
                  {"dropped_family": family, "n_observations_dropped": int(dropped.sum())})
 
 
+def forward_thin_split(observations: pd.DataFrame, cfg: Mapping[str, Any], references) -> Split:
+    obs = observations.reset_index(drop=True)
+    _, new_models = release_cut(obs, float(cfg["forward"]["newest_share"]))
+    rng = _rng(cfg, "forward_thin")
+    keep = int(cfg["forward"].get("thin_evidence_cells", 2))
+    refs = {m for m, _ in references}
+    heldout, evidence = np.zeros(len(obs), bool), np.zeros(len(obs), bool)
+    for model in sorted(set(new_models) - refs):
+        idx = np.flatnonzero((obs["model"] == model).to_numpy())
+        if len(idx) < 2:
+            continue
+        chosen = rng.choice(idx, size=min(keep, len(idx) - 1), replace=False)
+        evidence[chosen] = True
+        heldout[np.setdiff1d(idx, chosen)] = True
+    return Split("forward_thin", "forward_thin", heldout, np.zeros(len(obs), bool),
+                 {"new_models": int(len(set(obs.loc[evidence, "model"]))), "evidence_cells": int(evidence.sum())},
+                 evidence)
+
+
 def masked_state_split(observations: pd.DataFrame, cfg: Mapping[str, Any], references,
                        pinned: set[tuple[str, str]]) -> Split:
     obs = observations.reset_index(drop=True)
@@ -193,6 +220,8 @@ def make_split(fold: str, observations: pd.DataFrame, cfg: Mapping[str, Any],
         raise ValueError(f"unknown validation fold {fold!r}; the config defines {fold_keys(cfg)}")
     if fold in ("forward", "forward_strict"):
         return forward_split(observations, cfg, references, strict=fold == "forward_strict")
+    if fold == "forward_thin":
+        return forward_thin_split(observations, cfg, references)
     if fold == "masked_state":
         if pinned is None:
             raise ValueError("the masked-state split needs the fit's pinned states")

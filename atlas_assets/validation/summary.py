@@ -11,7 +11,7 @@ from scipy.stats import spearmanr
 
 from atlas_assets.validation.metrics import family_skill, study_metrics
 
-CELL_STUDIES = ["forward", "forward_strict", "masked", "masked_state"]
+CELL_STUDIES = ["forward", "forward_strict", "forward_thin", "masked", "masked_state"]
 
 
 def cell_study_metrics(predictions: pd.DataFrame, intervals: Sequence[float]) -> pd.DataFrame:

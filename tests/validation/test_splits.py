@@ -108,3 +108,15 @@ def test_masked_state_hides_one_non_pinned_state_per_model_with_several(cfg):
     assert split.heldout[(obs["model"] == "m7") & (obs["reasoning_state"] == "high")].all()
     with pytest.raises(ValueError, match="pinned states"):
         make_split("masked_state", obs, cfg, REFS)
+
+
+def test_forward_thin_keeps_a_few_evidence_cells_per_new_model_outside_the_refit(cfg):
+    obs = panel()
+    split = make_split("forward_thin", obs, cfg, REFS)
+    new = obs["model"].isin(["m6", "m7"]).to_numpy()
+    assert split.evidence is not None and not (split.evidence & ~new).any() and not (split.heldout & ~new).any()
+    per_model = obs.assign(e=split.evidence, h=split.heldout).groupby("model")[["e", "h"]].sum()
+    assert per_model.loc[["m6", "m7"], "e"].tolist() == [2, 2]
+    assert (per_model.loc[["m6", "m7"], "e"] + per_model.loc[["m6", "m7"], "h"]).tolist() == [6, 11]
+    # the new models leave the refit entirely: neither their evidence nor their held-out cells are trained on
+    assert not (split.train & new).any()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb as duckdb_module
+import numpy as np
 import pandas as pd
 from dagster_duckdb import DuckDBResource
 
@@ -138,6 +139,12 @@ def validation_summary(context: dg.AssetExecutionContext, duckdb: DuckDBResource
                          "for it (materialize validation_fold for those partitions)")
     metrics = validation_metrics(tables["validation_predictions"], tables["validation_family_ranks"],
                                  tables["validation_sensitivity"], cfg)
+    # never drop a held-out cell silently: how many each study held out, and the share every method could score
+    folds_done = tables["validation_folds"]
+    held = folds_done.groupby("study")[["n_heldout", "n_scored"]].sum()
+    metrics["heldout_cells"] = metrics["study"].map(held["n_heldout"])
+    metrics["share_scored"] = metrics["study"].map(held["n_scored"] / held["n_heldout"].where(held["n_heldout"] > 0))
+    metrics.loc[~metrics["study"].isin(CELL_STUDIES), "share_scored"] = np.nan  # family folds score leaderboards
     skill, rho = held_out_skill(tables["validation_predictions"], reliability if len(reliability) else None)
     metrics["fit"], skill["fit"] = fit_dir.name, fit_dir.name
     with duckdb.get_connection() as conn:
@@ -150,8 +157,8 @@ def validation_summary(context: dg.AssetExecutionContext, duckdb: DuckDBResource
         "refit_sample_seconds": float(folds["sample_seconds"].sum()),
         "refit_leapfrog": int(folds["leapfrog"].sum()),
         "skill_reliability_spearman": rho,
-        "cell_studies": _md(cells[["study", "method", "n_cells", "rmse_points", "mae_points", "crps", "spearman",
-                                   "coverage_50", "coverage_90", "coverage_95"]], 40),
+        "cell_studies": _md(cells[["study", "method", "n_cells", "share_scored", "rmse_points", "mae_points", "crps",
+                                   "spearman", "coverage_50", "coverage_90", "coverage_95"]], 40),
         "family_study": _md(metrics[metrics["study"] == "family"].dropna(axis=1, how="all")),
         "sensitivity": _md(tables["validation_sensitivity"].sort_values("max_top20_rank_shift", ascending=False)),
         "refits": _md(folds[["fold", "n_train", "n_heldout", "n_scored", "max_rhat", "min_ess_bulk", "divergences",

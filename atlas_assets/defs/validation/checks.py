@@ -10,7 +10,7 @@ from atlas_assets.quality.expectations import Expectation, validate_frame
 from atlas_assets.validation.config import load_validation_config
 from atlas_assets.validation.splits import fold_keys
 
-CELL_STUDIES = ["forward", "forward_strict", "masked", "masked_state"]
+CELL_STUDIES = ["forward", "forward_strict", "forward_thin", "masked", "masked_state"]
 
 
 def _table(duckdb: DuckDBResource, sql: str) -> pd.DataFrame:
