@@ -72,7 +72,7 @@ def test_every_fold_runs_as_a_partition_and_the_summary_scores_model_and_baselin
     env.pop("ATLAS_DUCKDB", None)
     fit_dir = production_fit(tmp_path, env)
     keys = fold_keys(load_validation_config(validation_yaml))
-    assert len(keys) == 7
+    assert len(keys) == 9  # forward, forward_strict, forward_thin, masked_state, 2 masked, 2 family, 1 sensitivity
 
     folds = run(env, "python", "-m", "atlas_assets.validation.run_studies", "--no-publish")
     assert folds.returncode == 0, (folds.stdout + folds.stderr)[-5000:]
@@ -88,8 +88,11 @@ def test_every_fold_runs_as_a_partition_and_the_summary_scores_model_and_baselin
         predictions = conn.execute("SELECT study, method, count(*) n FROM validation_predictions GROUP BY 1, 2").df()
         folds_table = conn.execute("SELECT * FROM validation_folds").df()
     assert set(metrics["fit"]) == {fit_dir.name} and set(folds_table["fold"]) == set(keys)
-    cells = metrics[metrics["study"].isin(["forward", "forward_strict", "masked"])]
+    cells = metrics[metrics["study"].isin(["forward", "forward_strict", "forward_thin", "masked"])]
     assert set(cells["method"]) == {"atlas", "eci_form", "eci_form_residual", "family_mean", "model_offset"}
+    states = metrics[metrics["study"] == "masked_state"]
+    assert set(states["method"]) == {"atlas", "pinned_state", "pinned_plus_shared", "family_mean"}
+    assert (metrics.loc[metrics["study"].isin(["forward", "masked"]), "share_scored"] > 0.9).all()
     # identical splits: every method scored the same cells in each study
     assert (cells.groupby("study")["n_cells"].nunique() == 1).all() and (cells["n_cells"] > 0).all()
     assert predictions.groupby("study")["n"].nunique().eq(1).all()
