@@ -112,6 +112,21 @@ ARTIFACTS: tuple[Artifact, ...] = (
              _cols("model reasoning_state family observed:bool u_observed:float pred_mean:float "
                    "lower_90:float upper_90:float"),
              order_by=("model", "reasoning_state", "family")),
+    Artifact("calibrated_states", "table", "States of models outside the fit (below its coverage filter, or new), "
+             "calibrated onto the fitted scale from their own results: display posterior, status (thin evidence).",
+             _cols("model reasoning_state path status display_mean:float display_lower:float display_upper:float "
+                   "n_obs:int"),
+             required=False, order_by=("model", "reasoning_state")),
+    Artifact("calibrated_cell_predictions", "table", "Cells of the calibrated states, predicted from the fit.",
+             _cols("model reasoning_state family observed:bool pred_mean:float lower_90:float upper_90:float path"),
+             required=False, order_by=("model", "reasoning_state", "family")),
+    Artifact("predicted_states", "table", "Reasoning settings of fitted models that nobody measured, predicted from "
+             "the reasoning structure (never a headline).",
+             _cols("model reasoning_state status display_mean:float display_lower:float display_upper:float"),
+             required=False, order_by=("model", "reasoning_state")),
+    Artifact("predicted_state_cells", "table", "Cells of the predicted reasoning settings.",
+             _cols("model reasoning_state family pred_mean:float lower_90:float upper_90:float"),
+             required=False, order_by=("model", "reasoning_state", "family")),
     Artifact("validation_metrics", "table", "Per study and method: RMSE, MAE, CRPS, Spearman and interval coverage "
              "of held-out cells.",
              _cols("study method n_cells:int n_folds:int rmse:float mae:float rmse_points:float mae_points:float "

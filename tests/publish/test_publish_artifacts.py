@@ -27,8 +27,11 @@ def test_every_artifact_is_stamped_with_the_one_fit_data_hash_and_specification(
     publication = collect(tmp_path, fit_dir)
     assert set(publication.tables) == {a.name for a in ARTIFACTS}
     expected = (bundle.fit, bundle.data_sha256, SPEC_SHA256)
+    # the fixture home has no calibrated / predicted-state tables (their assets have tests of their own):
+    # published empty with a note, still with the stamp columns
+    not_in_fixture = {"calibrated_states", "calibrated_cell_predictions", "predicted_states", "predicted_state_cells"}
     for name, item in publication.tables.items():
-        assert len(item.frame), name
+        assert len(item.frame) or (name in not_in_fixture and "does not exist" in item.note), name
         stamps = set(map(tuple, item.frame[list(STAMP_COLUMNS)].drop_duplicates().to_numpy()))
         assert stamps == {expected}, name
     assert publication.methodology["stamps"] == dict(zip(STAMP_COLUMNS, expected))

@@ -27,6 +27,7 @@ def _md_table(headers: list[str], rows: list[list]) -> dg.MetadataValue:
 
 @dg.asset(
     deps=["capability_scores", "difficulty_bounds", "reliability_grades", "dimensionality_test", "cell_predictions",
+          "calibrated_states", "predicted_states",
           "validation_summary"],
     pool="duckdb",
     kinds={"duckdb", "python"},
