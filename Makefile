@@ -44,6 +44,7 @@ instance:
 run: setup instance
 	$(BIN)/dagster job execute -m atlas_assets.definitions -j atlas_job
 	$(BIN)/python -m atlas_assets.validation.run_studies
+	@$(BIN)/python -m atlas_assets.publish.summary
 
 test: setup
 	$(BIN)/pytest
