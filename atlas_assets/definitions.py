@@ -5,6 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 from atlas_assets.defs import clean, ingest, model, outputs, publish, registry, validation
+from atlas_assets.defs.alerts import run_failure_alerts
 from atlas_assets.resources import build_resources
 
 # Stage packages in pipeline order; each module inside defines assets and the checks beside them.
@@ -55,5 +56,6 @@ defs = dg.Definitions(
     asset_checks=stage_checks,
     jobs=[atlas_job, validation_job, publish_job],
     schedules=[nightly_refresh],
+    sensors=[run_failure_alerts],
     resources=build_resources(),
 )
