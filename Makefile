@@ -50,7 +50,7 @@ test: setup
 	$(BIN)/pytest
 
 dev: setup instance
-	$(BIN)/dagster dev -w workspace.yaml
+	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
 
 bench: setup
 	$(BIN)/python bench/bench_clean_chain.py
