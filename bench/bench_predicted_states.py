@@ -23,16 +23,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT))
 
 from atlas_assets import settings  # noqa: E402
+from bench.fits import latest_passing_fit  # noqa: E402
 
 TABLES = ("registry_models", "registry_model_ids", "registry_benchmarks")
-
-
-def latest_passing_fit() -> Path:
-    fits = [p for p in (settings.atlas_home() / "model" / "fits").glob("*")
-            if p.is_dir() and not p.name.endswith((".failed", ".partial")) and (p / "fit_summary.json").exists()]
-    if not fits:
-        raise SystemExit("no passing fit under ATLAS_HOME/model/fits: run `make run` first or pass --fit-dir")
-    return max(fits, key=lambda p: (p / "fit_summary.json").stat().st_mtime)
 
 
 def read_registry(source: Path) -> dict[str, pd.DataFrame | None]:

@@ -333,7 +333,7 @@ def test_reconstruction_on_the_latest_production_fit():
 
 def write_fit(folder: Path, si, cfg, p: dict, draws: PosteriorDraws, spec_sha256: str) -> Path:
     """A fit folder in `fit_process.run_fit`'s format whose posterior holds the primitives and the family parameters."""
-    import json
+    from tests.outputs.test_outputs_assets import write_fit_folder
 
     fam = si.families
     bp, rp = fam["bounded_pos"].to_numpy(), fam["rating_pos"].to_numpy()
@@ -341,17 +341,7 @@ def write_fit(folder: Path, si, cfg, p: dict, draws: PosteriorDraws, spec_sha256
             "kappa": draws.kappa[:, bp >= 0][:, np.argsort(bp[bp >= 0])],
             "rating_sd": draws.rating_sd[:, rp >= 0][:, np.argsort(rp[rp >= 0])],
             "hurdle_a": draws.hurdle_a, "hurdle_b": draws.hurdle_b}
-    folder.mkdir(parents=True)
-    as_idata(post).to_netcdf(str(folder / "posterior.nc"))
-    si.observations.drop(columns=["state_pos", "family_pos", "obs_pos", "piece", "hurdle"]).to_csv(
-        folder / "modeled_observations.csv", index=False)
-    (folder / "model_config.json").write_text(json.dumps(cfg))
-    gates = ("rhat", "ess_bulk", "ess_tail", "divergences", "ebfmi")
-    (folder / "diagnostics.json").write_text(json.dumps({"passes": True, "checks": {g: True for g in gates},
-                                                         "thresholds": cfg["diagnostics"]}))
-    (folder / "fit_summary.json").write_text(json.dumps({"passes": True, "engine": "synthetic"}))
-    (folder / "fingerprint.json").write_text(json.dumps({"spec_sha256": spec_sha256}))
-    return folder
+    return write_fit_folder(folder, si, as_idata(post), cfg, spec_sha256)
 
 
 @pytest.mark.slow
