@@ -59,7 +59,7 @@ import pandas as pd
 from scipy.special import betainc, expit, gammaln, log_expit, logsumexp
 
 from atlas_assets.outputs.cell_model import FamilyLikelihood, predictive
-from atlas_assets.outputs.cell_predictions import _to_score, interval_columns, mid_p_value
+from atlas_assets.outputs.cell_predictions import family_cell_frame, interval_columns
 from atlas_assets.outputs.draws import PosteriorDraws, thin_index, typical_items
 
 # Settings (module constants for now: a config file under atlas_assets/config/ would be part of the fit's
@@ -722,24 +722,9 @@ def calibrated_cell_predictions(cal: Calibration, draws: PosteriorDraws, familie
         rep_obs = predictive(rng, eta(seen), lik, obs_items[rows_j]) if len(seen) else np.empty((draws.n_draws, 0))
         items_new = np.full(len(todo), typical[j])
         rep_new = predictive(rng, eta(todo), lik, items_new) if len(todo) else np.empty((draws.n_draws, 0))
-        rep = np.concatenate([rep_obs, rep_new], axis=1)
         u_obs = obs["u"].to_numpy(dtype=float)[rows_j]
-        values = {"mean": rep.mean(axis=0), "median": np.median(rep, axis=0)}
-        for x, lo_name, hi_name in pairs:
-            values[lo_name], values[hi_name] = np.quantile(rep, [(1 - x) / 2, (1 + x) / 2], axis=0)
-        score, label = _to_score({**values, "observed": np.concatenate([u_obs, np.full(len(todo), np.nan)])},
-                                 scale_by_family.get(fam["family"]), pairs, lik.kind)
-        frames.append(pd.DataFrame({
-            "state_pos": np.concatenate([seen, todo]).astype(int),
-            "family": fam["family"], "family_pos": j,
-            "observed": np.concatenate([np.ones(len(seen), bool), np.zeros(len(todo), bool)]),
-            "u_observed": np.concatenate([u_obs, np.full(len(todo), np.nan)]),
-            "n_items": np.concatenate([obs_items[rows_j], items_new]),
-            **{f"pred_{k}" if k in ("mean", "median") else k: v for k, v in values.items()},
-            "ppp": np.concatenate([mid_p_value(rep_obs, u_obs), np.full(len(todo), np.nan)]),
-            **{f"score_{k}": v for k, v in score.items()},
-            "score_scale": label,
-        }))
+        frames.append(family_cell_frame(rep_obs, rep_new, u_obs, seen, todo, obs_items[rows_j], items_new, fam["family"],
+                                        j, scale_by_family.get(fam["family"]), pairs, lik.kind))
     out = pd.concat(frames, ignore_index=True)
     st = cal.states.set_index("cal_pos")
     out.insert(0, "model", st["model"].to_numpy()[out["state_pos"]])

@@ -67,6 +67,30 @@ def _to_score(values: dict[str, np.ndarray], scale_row: pd.Series | None, pairs,
     return out, f"declared range [{lo:g}, {hi:g}] {scale_row['unit']}" + (" (lower is better)" if lower_is_better else "")
 
 
+def family_cell_frame(rep_obs: np.ndarray, rep_new: np.ndarray, u_obs: np.ndarray, seen: np.ndarray, todo: np.ndarray,
+                      items_seen: np.ndarray, items_new: np.ndarray, family: str, family_pos: int,
+                      scale_row: pd.Series | None, pairs, kind: str) -> pd.DataFrame:
+    """One family's rows: the observed cells (`seen` states, replicates `rep_obs`, scores `u_obs`) with their
+    mid-p value, then the predicted ones (`todo`, replicates `rep_new`); summaries on the unit and score scales."""
+    rep = np.concatenate([rep_obs, rep_new], axis=1)
+    values = {"mean": rep.mean(axis=0), "median": np.median(rep, axis=0)}
+    for x, lo_name, hi_name in pairs:
+        values[lo_name], values[hi_name] = np.quantile(rep, [(1 - x) / 2, (1 + x) / 2], axis=0)
+    unobserved = np.full(len(todo), np.nan)
+    score, label = _to_score({**values, "observed": np.concatenate([u_obs, unobserved])}, scale_row, pairs, kind)
+    return pd.DataFrame({
+        "state_pos": np.concatenate([seen, todo]).astype(int),
+        "family": family, "family_pos": family_pos,
+        "observed": np.concatenate([np.ones(len(seen), bool), np.zeros(len(todo), bool)]),
+        "u_observed": np.concatenate([u_obs, unobserved]),
+        "n_items": np.concatenate([items_seen, items_new]),
+        **{f"pred_{k}" if k in ("mean", "median") else k: v for k, v in values.items()},
+        "ppp": np.concatenate([mid_p_value(rep_obs, u_obs), unobserved]),
+        **{f"score_{k}": v for k, v in score.items()},
+        "score_scale": label,
+    })
+
+
 def cell_predictions(draws: PosteriorDraws, families: pd.DataFrame, observations: pd.DataFrame,
                      states: pd.DataFrame, eligible: np.ndarray, cfg: Mapping[str, Any],
                      scales: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -90,25 +114,9 @@ def cell_predictions(draws: PosteriorDraws, families: pd.DataFrame, observations
             rep_obs = predictive(rng, draws.eta(seen, j), lik, obs_items[rows_j])
         items_new = np.full(len(todo), typical[j])
         rep_new = predictive(rng, draws.eta(todo, j), lik, items_new) if len(todo) else np.empty((draws.n_draws, 0))
-        rep = np.concatenate([rep_obs, rep_new], axis=1)
         u_obs = observations["u"].to_numpy(dtype=float)[rows_j]
-        values = {"mean": rep.mean(axis=0), "median": np.median(rep, axis=0)}
-        for x, lo_name, hi_name in pairs:
-            values[lo_name], values[hi_name] = np.quantile(rep, [(1 - x) / 2, (1 + x) / 2], axis=0)
-        score, label = _to_score({**values, "observed": np.concatenate([u_obs, np.full(len(todo), np.nan)])},
-                                 scale_by_family.get(fam["family"]), pairs, lik.kind)
-        frame = pd.DataFrame({
-            "state_pos": np.concatenate([seen, todo]).astype(int),
-            "family": fam["family"], "family_pos": j,
-            "observed": np.concatenate([np.ones(len(seen), bool), np.zeros(len(todo), bool)]),
-            "u_observed": np.concatenate([u_obs, np.full(len(todo), np.nan)]),
-            "n_items": np.concatenate([obs_items[rows_j], items_new]),
-            **{f"pred_{k}" if k in ("mean", "median") else k: v for k, v in values.items()},
-            "ppp": np.concatenate([mid_p_value(rep_obs, u_obs), np.full(len(todo), np.nan)]),
-            **{f"score_{k}": v for k, v in score.items()},
-            "score_scale": label,
-        })
-        frames.append(frame)
+        frames.append(family_cell_frame(rep_obs, rep_new, u_obs, seen, todo, obs_items[rows_j], items_new, fam["family"],
+                                        j, scale_by_family.get(fam["family"]), pairs, lik.kind))
     out = pd.concat(frames, ignore_index=True)
     st = states.reset_index(drop=True)
     out.insert(0, "model", st["model"].to_numpy()[out["state_pos"]])
