@@ -181,3 +181,26 @@ def test_every_family_column_is_one_benchmark(materialized):
            HAVING count(DISTINCT benchmarks[1]) > 1 OR max(len(benchmarks)) > 1 OR count(DISTINCT floor) > 1"""
     ).fetchall()
     assert rows == []
+
+
+def test_lineage_of_a_real_state_reaches_its_raw_rows_and_the_exclusions_on_the_way(materialized):
+    # GPT-5 at high effort (a display reference): every modeled observation's raw rows are found with file,
+    # row, snapshot hash and URL; the rows that did not reach the fit say which stage removed them and why
+    from atlas_assets.publish.lineage import family_lineage, state_lineage
+
+    _, conn = materialized
+    table = state_lineage(conn, "gpt-5-2025-08-07", "high")
+    modeled = conn.execute("SELECT family, row_keys FROM modeled_observations "
+                           "WHERE model = 'gpt-5-2025-08-07' AND reasoning_state = 'high'").df()
+    informing = table[table["informs_the_number"]]
+    assert set(informing["modeled_family"]) == set(modeled["family"])
+    assert set(informing["row_key"]) == {key for keys in modeled["row_keys"] for key in keys}
+    assert informing["url"].notna().all() and informing["snapshot_sha256"].str.len().eq(64).all()
+    assert (informing["row_number"] > 0).all() and informing["excluded_by"].isna().all()
+    dropped = table[~table["informs_the_number"]]
+    assert len(dropped) and dropped["excluded_by"].notna().all()  # nothing vanishes without a reason
+    one = state_lineage(conn, "gpt-5-2025-08-07", "high", "gpqa_diamond")
+    assert one["informs_the_number"].sum() == 1 and one.iloc[0]["file"] == "gpqa_diamond.csv"
+    family = family_lineage(conn, "gpqa_diamond")
+    n_cells = conn.execute("SELECT count(*) FROM modeled_observations WHERE family = 'gpqa_diamond'").fetchone()[0]
+    assert family[["model", "reasoning_state"]].drop_duplicates().shape[0] == n_cells
