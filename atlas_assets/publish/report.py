@@ -232,6 +232,35 @@ def _leaderboard(b: _Builder) -> None:
               "credible intervals; ticks on a row are the same model's other eligible reasoning states.", body)
 
 
+def _beyond_the_fit(b: _Builder) -> None:
+    """Models outside the fit calibrated onto it, and reasoning settings nobody measured (never a headline)."""
+    v = b.version
+    parts = []
+    calibrated = v.table("calibrated_states") if (v.folder / "calibrated_states.csv").exists() else pd.DataFrame()
+    if len(calibrated):
+        top = calibrated.sort_values("display_mean", ascending=False).head(int(b.cfg["leaderboard_models"]) // 2)
+        parts.append(f"<p>{len(calibrated)} states of {calibrated['model'].nunique()} models outside the fit (too few "
+                     "families for it, or new) are placed on its scale from their own results, without a refit. "
+                     "Their intervals are wide by the evidence, and they are not ranked.</p>")
+        parts.append(table(["model", "state", "capability", "90% interval", "results", "families"],
+                           [[r.model, r.reasoning_state, num(r.display_mean), interval(r.display_lower, r.display_upper),
+                             int(r.n_obs), getattr(r, "families", "")] for r in top.itertuples()],
+                           table_id="calibrated-table", numeric_from=2))
+    predicted = v.table("predicted_states") if (v.folder / "predicted_states.csv").exists() else pd.DataFrame()
+    if len(predicted):
+        parts.append(f"<p>{len(predicted)} reasoning settings of {predicted['model'].nunique()} fitted models were "
+                     "never measured; their capability is predicted from the shared effect of the setting and the "
+                     "model's own reasoning terms.</p>")
+        top = predicted.sort_values("display_mean", ascending=False).head(10)
+        parts.append(table(["model", "setting", "capability", "90% interval"],
+                           [[r.model, r.reasoning_state, num(r.display_mean), interval(r.display_lower, r.display_upper)]
+                            for r in top.itertuples()], table_id="predicted-table", numeric_from=2))
+    # optional artifacts: their absence is not a gap in what was asked of the run, so no report note
+    body = "".join(parts) or note("This publication has no calibrated models and no predicted settings.")
+    b.section("beyond", "Beyond the fit", "Scores for models with too little evidence for the fit, and for "
+              "reasoning settings nobody measured.", body)
+
+
 def _reasoning(b: _Builder) -> None:
     effects = b.version.table("reasoning_effects")
     rows = [[r.setting, r.setting_kind, num(r.display_mean), interval(r.display_lower, r.display_upper),
@@ -431,10 +460,10 @@ def build_report(version_folder: Path, out_dir: Path, cfg: dict[str, Any]) -> Re
     cfg: publish.yaml's `report` section."""
     version = PublishedVersion(version_folder)
     b = _Builder(version, out_dir, cfg)
-    for part in (_leaderboard, _reasoning, _difficulty, _reliability, _calibration, _forward, _dimensionality, _method):
+    for part in (_leaderboard, _beyond_the_fit, _reasoning, _difficulty, _reliability, _calibration, _forward, _dimensionality, _method):
         part(b)
     stamps = version.manifest["stamps"]
-    titles = {"leaderboard": "Leaderboard", "reasoning": "Reasoning", "difficulty": "Difficulty",
+    titles = {"leaderboard": "Leaderboard", "beyond": "Beyond the fit", "reasoning": "Reasoning", "difficulty": "Difficulty",
               "reliability": "Reliability", "calibration": "Calibration", "forward": "Forward in time",
               "dimensionality": "One number?", "method": "Method"}
     nav = "".join(f'<a href="#{s}">{titles[s]}</a>' for s in b.result.sections)
