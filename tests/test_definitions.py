@@ -35,9 +35,16 @@ def test_lineage_runs_from_registry_through_ingest():
     assert "raw_scores" in parents("registry_model_ids")
 
 
+# a fold samples for minutes and writes once, retrying on the file's lock (test_validation_writes.py)
+RETRYING_WRITERS = {"validation_fold"}
+
+
 def test_duckdb_writers_share_the_single_writer_pool():
     for assets_def in defs.resolve_asset_graph().assets_defs:
         if "duckdb" in {kind for spec in assets_def.specs for kind in spec.kinds}:
+            if {k.to_user_string() for k in assets_def.keys} & RETRYING_WRITERS:
+                assert assets_def.op.pool is None, assets_def.key
+                continue
             assert assets_def.op.pool == "duckdb", assets_def.key
 
 

@@ -18,6 +18,7 @@ import dagster as dg
 import duckdb as duckdb_module
 import numpy as np
 import pandas as pd
+import tenacity
 from dagster_duckdb import DuckDBResource
 
 from atlas_assets import settings
@@ -63,6 +64,15 @@ def pipes_fitter(context: dg.AssetExecutionContext, client: dg.PipesSubprocessCl
     return fit
 
 
+@tenacity.retry(retry=tenacity.retry_if_exception_type(duckdb_module.IOException),
+                wait=tenacity.wait_random_exponential(multiplier=0.5, max=10), stop=tenacity.stop_after_delay(300),
+                reraise=True)
+def write_slice(duckdb: DuckDBResource, frames: dict[str, pd.DataFrame], fold: str) -> None:
+    """Replace this fold's rows of the shared tables (one transaction), waiting out another writer's lock."""
+    with duckdb.get_connection() as conn:
+        replace_partition(conn, frames, "fold", fold)
+
+
 def _md(frame: pd.DataFrame, rows: int = 30) -> dg.MetadataValue:
     return dg.MetadataValue.md(frame.head(rows).to_markdown(index=False, floatfmt=".3g"))
 
@@ -70,7 +80,8 @@ def _md(frame: pd.DataFrame, rows: int = 30) -> dg.MetadataValue:
 @dg.asset(
     deps=["capability_scores"],
     partitions_def=validation_partitions,
-    pool="duckdb",
+    # no "duckdb" pool: a fold samples for a minute or more and writes for milliseconds; folds run in
+    # parallel (a backfill), and their one write retries while another process holds the file's lock
     kinds={"stan", "duckdb"},
     description="One validation fold: the production specification refitted without the fold's held-out cells (warm "
     "from the production fit), its held-out cells predicted by the model and by the ECI form (least squares + "
@@ -92,8 +103,7 @@ def validation_fold(context: dg.AssetExecutionContext, duckdb: DuckDBResource,
         if not frame.empty:
             frame["fold"] = fold
             frame["fit"] = fit_dir.name
-    with duckdb.get_connection() as conn:
-        replace_partition(conn, frames, "fold", fold)
+    write_slice(duckdb, frames, fold)
     metadata = {"production_fit": dg.MetadataValue.path(str(fit_dir)), "study": result.study,
                 **{k: v for k, v in result.info.items() if isinstance(v, (int, float, str, bool)) and v is not None}}
     if len(result.predictions):
