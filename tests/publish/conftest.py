@@ -20,6 +20,6 @@ def home(tmp_path, monkeypatch, bundle):
     home = tmp_path / "atlas_home"
     monkeypatch.setenv("ATLAS_HOME", str(home))
     monkeypatch.delenv("ATLAS_DUCKDB", raising=False)
-    monkeypatch.setattr("atlas_assets.defs.publish.assets.specification_fingerprint", lambda: SPEC_SHA256)
+    monkeypatch.setattr("atlas_assets.defs.outputs.assets.specification_fingerprint", lambda: SPEC_SHA256)
     make_home(home, bundle)
     return home

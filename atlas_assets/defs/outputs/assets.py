@@ -30,6 +30,17 @@ def latest_fit_dir(context: dg.AssetExecutionContext) -> Path:
     return Path(event.asset_materialization.metadata["fit_dir"].value)
 
 
+def publishable_fit_dir(context: dg.AssetExecutionContext) -> Path:
+    """The latest capability fit, or dg.Failure naming why it may not be published (a failed gate, or a fit
+    made under another specification)."""
+    fit_dir = latest_fit_dir(context)
+    try:
+        require_publishable_fit(fit_dir, specification_fingerprint())
+    except UnpublishableFit as refusal:
+        raise dg.Failure(description=str(refusal)) from None
+    return fit_dir
+
+
 @functools.lru_cache(maxsize=1)
 def _load(fit_dir: str, stamp: float):
     from atlas_assets.model.fit_process import load_fit
@@ -45,11 +56,7 @@ def publishable_inputs(context: dg.AssetExecutionContext):
     from atlas_assets.model.scores import rank_eligible
     from atlas_assets.outputs.config import load_outputs_config
 
-    fit_dir = latest_fit_dir(context)
-    try:
-        require_publishable_fit(fit_dir, specification_fingerprint())
-    except UnpublishableFit as refusal:
-        raise dg.Failure(description=str(refusal)) from None
+    fit_dir = publishable_fit_dir(context)
     loaded, draws = _load(str(fit_dir), (fit_dir / "posterior.nc").stat().st_mtime)
     cfg = load_outputs_config()
     return fit_dir, loaded, draws.thin(int(cfg["draws"]["max_draws"])), cfg, rank_eligible(loaded.stan_input, loaded.config)

@@ -14,9 +14,7 @@ import base64
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from atlas_assets.defs.outputs.assets import latest_fit_dir
-from atlas_assets.model.publishable import UnpublishableFit, require_publishable_fit
-from atlas_assets.spec import specification_fingerprint
+from atlas_assets.defs.outputs.assets import publishable_fit_dir
 
 
 def _md_table(headers: list[str], rows: list[list]) -> dg.MetadataValue:
@@ -44,11 +42,7 @@ def publication(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg
     from atlas_assets.publish.config import load_publish_config
     from atlas_assets.publish.store import list_versions, publications_root, publish
 
-    fit_dir = latest_fit_dir(context)
-    try:
-        require_publishable_fit(fit_dir, specification_fingerprint())
-    except UnpublishableFit as refusal:
-        raise dg.Failure(description=str(refusal)) from None
+    fit_dir = publishable_fit_dir(context)
     cfg = load_publish_config()
     refusal = None
     with duckdb.get_connection() as conn:

@@ -22,9 +22,7 @@ import tenacity
 from dagster_duckdb import DuckDBResource
 
 from atlas_assets import settings
-from atlas_assets.defs.outputs.assets import latest_fit_dir
-from atlas_assets.model.publishable import UnpublishableFit, require_publishable_fit
-from atlas_assets.spec import specification_fingerprint
+from atlas_assets.defs.outputs.assets import publishable_fit_dir
 from atlas_assets.storage import replace_partition, replace_tables
 from atlas_assets.validation.config import load_validation_config
 from atlas_assets.validation.splits import fold_keys
@@ -36,12 +34,7 @@ validation_partitions = dg.StaticPartitionsDefinition(fold_keys(load_validation_
 
 def production_fit(context: dg.AssetExecutionContext) -> Path:
     """The latest capability fit, which must be publishable under the specification in force."""
-    fit_dir = latest_fit_dir(context)
-    try:
-        require_publishable_fit(fit_dir, specification_fingerprint())
-    except UnpublishableFit as refusal:
-        raise dg.Failure(description=f"no production fit to validate: {refusal}") from None
-    return fit_dir
+    return publishable_fit_dir(context)
 
 
 def validation_dir() -> Path:
