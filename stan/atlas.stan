@@ -248,9 +248,11 @@ transformed parameters {
     logkappa_raw = x[at:(at + J_b - 1)]; at += J_b;
     shared_effect = x[at:(at + L + K_off - 1)]; at += L + K_off;
     b_mu = x[at]; lambda_mu = x[at + 1]; logkappa_mu = x[at + 2]; hurdle_a = x[at + 3]; at += 4;
-    amp_z = x[at:(at + A - 1)]; at += A;
-    curv_z = x[at:(at + A - 1)]; at += A;
-    dev_z = x[at:(at + D - 1)];
+    // trailing blocks may be empty (a panel without per-model ladder terms or off-ladder
+    // deviations): a slice starting past the end is out of range even when empty
+    if (A > 0) { amp_z = x[at:(at + A - 1)]; curv_z = x[(at + A):(at + 2 * A - 1)]; }
+    at += 2 * A;
+    if (D > 0) dev_z = x[at:(at + D - 1)];
   } else {
     theta_ref_raw = theta_ref_raw_p;
     pin_free = pin_free_p;

@@ -81,3 +81,26 @@ def test_a_preconditioned_fit_samples_the_same_posterior(small_fit):
         z = np.abs(a.mean(0) - b.mean(0)) / np.sqrt(a.var(0) / 150 + b.var(0) / 150)
         assert np.quantile(z, 0.95) < 3 and z.max() < 5, (name, np.sort(z)[-5:])
         assert np.allclose(a.std(0), b.std(0), rtol=0.35), name
+
+
+@pytest.mark.slow
+def test_a_preconditioned_fit_runs_when_the_trailing_blocks_are_empty():
+    # a validation fold without off-ladder states (no deviations, D = 0) and without per-model ladder terms
+    # (A = 0): the stacked vector ends before those blocks, and the program must not slice past its end
+    from atlas_assets.model.fit_process import sample_posterior
+
+    config = load_model_config()
+    observations, truth = simulate_panel(n_models=30, n_families=7, target_obs=220, seed=4, config=config)
+    config["display"]["reference"] = simulated_references(observations, truth)
+    refs = {(r["model"], r["reasoning_state"]) for r in config["display"]["reference"].values()}
+    pinned = build_stan_data(observations, config).states.query("pinned")
+    keep = {(m, r) for m, r in zip(pinned["model"], pinned["reasoning_state"])} | refs
+    one_state = observations[[(m, r) in keep for m, r in zip(observations["model"], observations["reasoning_state"])]]
+    stan_input = build_stan_data(one_state, config)
+    sizes = precondition.block_sizes(stan_input.data)
+    assert sizes["dev_z"] == 0 and sizes["amp_z"] == 0
+    config["sampler"].update(chains=2, draws=60)
+    config["sampler"]["precondition"] = dict(mode="pilot", pilot_chains=2, pilot_warmup=60, pilot_draws=60,
+                                             main_warmup=60, shrinkage=0.2)
+    result, info = sample_posterior(stan_input, config, log=lambda m: None)
+    assert info["mode"] == "pilot" and result.idata.posterior.sizes["draw"] == 60
