@@ -87,11 +87,13 @@ CREATE TABLE IF NOT EXISTS registry_columns (
     source     VARCHAR NOT NULL,
     file       VARCHAR NOT NULL,
     "column"   VARCHAR NOT NULL,
-    use        VARCHAR NOT NULL,            -- 'score' | 'auxiliary' | 'ignored'
+    use        VARCHAR NOT NULL,            -- 'score' | 'cost' | 'auxiliary' | 'ignored'
     benchmark  VARCHAR,                     -- for use = 'score'
     headline   BOOLEAN NOT NULL,            -- the file's headline score column
     scale      DOUBLE NOT NULL,             -- published value × scale = value in the benchmark's declared units
     reason     VARCHAR,                     -- for 'ignored' (and notes for auxiliary)
+    cost_unit  VARCHAR,                     -- for use = 'cost': 'usd_per_task' | 'usd_per_run'
+    tasks_column VARCHAR,                   -- for 'usd_per_run': the column with the run's task count
     PRIMARY KEY (source, file, "column")
 );
 

@@ -13,6 +13,14 @@ RAW_SCORE_COLUMNS = [
     "model_name", "benchmark", "score_column", "score", "stderr", "ci_low", "ci_high", "shots",
     "harness", "sampling_protocol", "evaluated_on", "released_on", "organization", "origin", "origin_url",
 ]
+# One reported cost of one run, converted to US dollars per task by the column's registered unit
+# (usd_per_run is divided by the run's task count). The row identity matches raw_scores' (source, file,
+# row_number), so a cost joins the score it was reported with.
+COST_COLUMNS = [
+    "row_key", "source", "source_class", "snapshot_sha256", "file", "row_number", "model_id", "model_name",
+    "benchmark", "cost_column", "cost_unit", "reported_value", "tasks", "usd_per_task", "harness",
+    "sampling_protocol", "evaluated_on",
+]
 AUDIT_COLUMNS = ["source", "snapshot_sha256", "file", "row_number", "field", "reason", "detail", "value"]
 
 # Reasons for which a whole file could not be read. Such a file yields no rows from this snapshot;
@@ -116,6 +124,7 @@ class ParseOutput:
     source: str
     snapshot_sha256: str
     scores: list[dict] = field(default_factory=list)
+    costs: list[dict] = field(default_factory=list)  # rows of COST_COLUMNS
     audit: list[dict] = field(default_factory=list)
     files_read: list[str] = field(default_factory=list)
     files_seen: set[str] = field(default_factory=set)  # every registered file present in the snapshot
@@ -142,6 +151,12 @@ class ParseOutput:
             frame[column] = pd.to_datetime(frame[column]).dt.date
         return frame.astype({"row_number": "int64", "score": "float64", "stderr": "float64",
                              "ci_low": "float64", "ci_high": "float64", "shots": "Int64"})
+
+    def cost_frame(self) -> pd.DataFrame:
+        frame = pd.DataFrame(self.costs, columns=COST_COLUMNS)
+        frame["evaluated_on"] = pd.to_datetime(frame["evaluated_on"]).dt.date
+        return frame.astype({"row_number": "int64", "reported_value": "float64", "tasks": "float64",
+                             "usd_per_task": "float64"})
 
     def audit_frame(self) -> pd.DataFrame:
         return pd.DataFrame(self.audit, columns=AUDIT_COLUMNS).astype({"row_number": "Int64"})

@@ -34,7 +34,7 @@ FILE_COLUMNS = [
     "ci_low_column", "ci_high_column", "shots_column", "harness_columns", "evaluated_on_column", "released_on_column",
     "organization_column", "origin_column", "origin_url_column",
 ]
-COLUMN_COLUMNS = ["source", "file", "column", "use", "benchmark", "headline", "scale", "reason"]
+COLUMN_COLUMNS = ["source", "file", "column", "use", "benchmark", "headline", "scale", "reason", "cost_unit", "tasks_column"]
 
 DIRECTIONS = {"higher", "lower", "zero_best", "target", "custom"}
 UNITS = {"fraction", "percent", "rating_0_10", "points", "elo", "minutes"}
@@ -49,7 +49,10 @@ CATEGORIES = {
 }
 SOURCES = {"epoch_hub", "swe_bench"}
 SOURCE_CLASSES = {"model_release", "evaluator_release", "benchmark_release"}
-USES = {"score", "auxiliary", "ignored"}
+USES = {"score", "cost", "auxiliary", "ignored"}
+# How a cost column is published: dollars per task, or for the whole run (divided by the task count:
+# the record's `tasks_column` when given, else the benchmark's registered item count).
+COST_UNITS = {"usd_per_task", "usd_per_run"}
 LAYOUTS = {"old", "new", "swe_bench"}
 
 BENCHMARK_FIELDS_REQUIRED = {
@@ -64,7 +67,7 @@ FILE_POINTER_FIELDS = [
 FILE_FIELDS = set(FILE_POINTER_FIELDS) | {
     "source_class", "sampling_protocol", "harness_columns", "columns", "source_class_by_origin", "layout", "notes",
 }
-COLUMN_FIELDS = {"use", "benchmark", "headline", "scale", "reason"}
+COLUMN_FIELDS = {"use", "benchmark", "headline", "scale", "reason", "cost_unit", "tasks_column"}
 
 
 class RegistryError(ValueError):
@@ -296,6 +299,18 @@ class _Validator:
             raise self.fail(where, "columns", f"exactly one headline score column per file, found {len(headlines)}: {headlines}")
 
         registered = set(columns)
+        headline_benchmark = next((row["benchmark"] for row in column_rows if row["headline"]), None)
+        for row in column_rows:
+            if row["use"] != "cost":
+                continue
+            if row["benchmark"] is None:
+                if headline_benchmark is None:
+                    raise self.fail(f"{where}.columns.{row['column']}", "benchmark",
+                                    "a cost column in a file without a headline score must name its benchmark")
+                row["benchmark"] = headline_benchmark
+            if row["tasks_column"] is not None and row["tasks_column"] not in registered:
+                raise self.fail(f"{where}.columns.{row['column']}", "tasks_column",
+                                f"names column {row['tasks_column']!r}, which is not registered under columns")
         pointers = {}
         for field in FILE_POINTER_FIELDS:
             value = entry.get(field)
@@ -342,7 +357,21 @@ class _Validator:
         reason = spec.get("reason")
         if reason is not None and not isinstance(reason, str):
             raise self.fail(where, "reason", "must be a string")
-        if use == "score":
+        cost_unit, tasks_column = spec.get("cost_unit"), spec.get("tasks_column")
+        if use == "cost":
+            # A cost belongs to a benchmark's run: the one named, else the file's headline benchmark (filled
+            # in by the file once its headline is known).
+            self.enum(where, "cost_unit", cost_unit, COST_UNITS)
+            if benchmark is not None and benchmark not in defined:
+                raise self.fail(where, "benchmark", f"unknown benchmark {benchmark!r} (not defined under benchmarks)")
+            if headline:
+                raise self.fail(where, "headline", "a cost column cannot be the headline score")
+            if tasks_column is not None and (cost_unit != "usd_per_run" or not isinstance(tasks_column, str)):
+                raise self.fail(where, "tasks_column", "only a usd_per_run cost names a tasks column (a column name)")
+        elif cost_unit is not None or tasks_column is not None:
+            raise self.fail(where, "cost_unit" if cost_unit is not None else "tasks_column",
+                            f"only cost columns have a cost unit or tasks column (use is {use!r})")
+        elif use == "score":
             if benchmark is None:
                 raise self.fail(where, "benchmark", "a score column must name the benchmark it publishes")
             if benchmark not in defined:
@@ -355,7 +384,7 @@ class _Validator:
             if use == "ignored" and not (reason and reason.strip()):
                 raise self.fail(where, "reason", "an ignored column needs a reason")
         return dict(source=source, file=file, column=name, use=use, benchmark=benchmark, headline=headline,
-                    scale=scale, reason=reason)
+                    scale=scale, reason=reason, cost_unit=cost_unit, tasks_column=tasks_column)
 
     # -------------------------------------------------------------------------------- field helpers
 
