@@ -284,9 +284,18 @@ class CellPredictionsConfig(Strict):
         return value
 
 
+class CalibrateConfig(Strict):
+    # "release_trend": a calibrated model's theta prior is the fitted models' theta regressed on release date, per
+    # draw (its prediction and predictive sd at the model's date); "program": the program's N(0, 1).
+    theta_prior: Literal["release_trend", "program"]
+    min_dated_models: int = Field(ge=3)
+    bandwidth_years: Number | None = Field(gt=0)  # None: one line over all dated models
+
+
 class OutputsFile(Strict):
     version: int
     draws: OutputDraws
+    calibrate: CalibrateConfig
     difficulty: DifficultyConfig
     reliability: ReliabilityConfig
     dimensionality: DimensionalityConfig

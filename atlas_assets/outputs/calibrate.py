@@ -7,7 +7,7 @@ posterior draw d of the family parameters (b, beta, kappa, hurdle, rating sd), o
 reasoning effects and of the reasoning scales, the posterior of the model's capability from
 its own observations, under the program's likelihood and prior:
 
-    theta ~ N(0, 1)                                  (the standardised scale; stan/atlas.stan)
+    theta ~ N(m_d, s_d)                              (the standardised scale; see "The prior of theta")
     phi_s = theta + shared_d[r_s] + amp d_lin_s + curv d_quad_s + dev_s
     amp ~ N(0, amp_sd_d), curv ~ N(0, curv_sd_d)     (if the model has a non-pinned ladder state)
     dev_s ~ N(0, offdev_sd_d[r_s])                   (each non-pinned off-ladder state)
@@ -32,6 +32,17 @@ Method (measured in tests/outputs/test_calibrate.py against dense grids, and in 
   deviation at 3 prior sd: 0.11 latent units off with 64 prior draws, 0.03 with 1024; 0.004 with 8 draws
   from this proposal). After theta is drawn, the block's terms are resampled from RESAMPLE_SAMPLES fresh
   proposals at that theta (sampling importance resampling).
+
+The prior of theta (outputs.yaml `calibrate.theta_prior`). The program's prior N(0, 1) is the
+prior of a model drawn from the whole population; in the main fit hundreds of results swamp it,
+for a model with two results it carries much of the estimate, and it shrinks every new model
+towards the population's mean although capability rises steeply with release date (real fit:
+correlation 0.83 between posterior-mean theta and release date, residual sd 0.53 against 1.0).
+With "release_trend" the prior is what the fit itself says about a model released on that date:
+per draw d, the fitted models' theta_d regressed on release date (ordinary least squares on a
+line in years), m_d its prediction at the model's date and s_d the predictive sd (residual sd
+with the line's own uncertainty). A model without a date keeps N(0, 1). Measured on the
+forward_thin study (docs/validation.md).
 
 What it is not: the new observations do not move the family parameters or the display scale
 (a "cut" posterior, as in fixed-item IRT linking). `feedback_ess_share` measures how much they
@@ -367,7 +378,7 @@ def _gaussian_approximation(rows: pd.DataFrame, draws: PosteriorDraws, families:
 
 def _blocks(layout: StateLayout, obs: pd.DataFrame, reasoning: ReasoningDraws, draws: PosteriorDraws,
             families: pd.DataFrame, offsets: np.ndarray, rng: np.random.Generator, samples: int,
-            coarse_points: int, fine_points: int) -> list[Block]:
+            coarse_points: int, fine_points: int, theta_centre: np.ndarray | float = 0.0) -> list[Block]:
     st, D = layout.states, reasoning.n_draws
     out = []
     for blk in sorted(set(st["block"]) - {0}):
@@ -381,7 +392,7 @@ def _blocks(layout: StateLayout, obs: pd.DataFrame, reasoning: ReasoningDraws, d
             sd = reasoning.shared_sd if st.at[i, "unknown_setting"] else reasoning.offdev_sd[:, int(st.at[i, "dev_setting"])]
             prior_sd = sd[:, None]
         rows = obs[obs["layout_pos"].isin(members)]
-        approx = [_gaussian_approximation(rows[rows["layout_pos"] == i], draws, families, offsets[:, i],
+        approx = [_gaussian_approximation(rows[rows["layout_pos"] == i], draws, families, theta_centre + offsets[:, i],
                                           coarse_points, fine_points) for i in members]
         out.append(Block(members=members, design=design, prior_sd=np.maximum(prior_sd, 1e-6), rows=rows,
                          approx_mean=np.column_stack([a[0] for a in approx]),
@@ -408,11 +419,12 @@ def _block_terms(block: Block, theta: np.ndarray, offsets: np.ndarray, draws: Po
     return coef, logw
 
 
-def _log_posterior(theta, pinned_rows, blocks, draws, families, offsets) -> np.ndarray:
+def _log_posterior(theta, pinned_rows, blocks, draws, families, offsets, prior: ThetaPrior) -> np.ndarray:
     """(D, G): log prior of theta + log-likelihood of the pinned-block rows + for each block of reasoning terms
     the log of its importance-sampled likelihood averaged over its terms."""
     D, G = theta.shape
-    lp = -0.5 * theta ** 2 - 0.5 * np.log(2 * np.pi)
+    z = (theta - prior.mean[:, None]) / prior.sd[:, None]
+    lp = -0.5 * z ** 2 - np.log(prior.sd)[:, None] - 0.5 * np.log(2 * np.pi)
     if len(pinned_rows):
         ll = np.empty((D, G))
         for sl in _draw_chunks(D, G):
@@ -458,6 +470,71 @@ def _pick(log_weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class ThetaPrior:
+    """Per draw, the prior of one calibrated model's theta: N(mean, sd)."""
+
+    mean: np.ndarray  # (D,)
+    sd: np.ndarray    # (D,)
+    source: str = "program"
+
+    @staticmethod
+    def program(n_draws: int) -> "ThetaPrior":
+        return ThetaPrior(np.zeros(n_draws), np.ones(n_draws), "program")
+
+
+def _years(dates) -> np.ndarray:
+    return ((pd.to_datetime(pd.Series(dates), errors="coerce") - pd.Timestamp("2020-01-01")).dt.days / 365.25).to_numpy(float)
+
+
+def release_trend_priors(fitted_theta: np.ndarray, fitted_released, new_released: Mapping[str, Any],
+                         min_dated_models: int = 20, bandwidth_years: float | None = None) -> dict[str, ThetaPrior]:
+    """Per model of `new_released` (model -> release date or None), its theta prior from the fitted models'
+    theta (D, M) regressed on their release dates (M,), draw by draw: N(prediction, predictive sd) of a line in
+    years, fitted by least squares weighted by a Gaussian kernel of `bandwidth_years` around the model's date
+    (None: unweighted, one line for all). Undated models, and every model when fewer than `min_dated_models`
+    fitted models are dated, get N(0, 1)."""
+    D = fitted_theta.shape[0]
+    years = _years(fitted_released)
+    dated = np.isfinite(years)
+    new_years = dict(zip(new_released, _years(list(new_released.values()))))
+    if dated.sum() < max(int(min_dated_models), 3):
+        return {m: ThetaPrior.program(D) for m in new_released}
+    t, y = years[dated], fitted_theta[:, dated]                      # (n,), (D, n)
+    X = np.column_stack([np.ones(len(t)), t])
+    out = {}
+    for model, t0 in new_years.items():
+        if not np.isfinite(t0):
+            out[model] = ThetaPrior.program(D)
+            continue
+        w = np.ones(len(t)) if bandwidth_years is None else np.exp(-0.5 * ((t - t0) / float(bandwidth_years)) ** 2)
+        bread = np.linalg.inv(X.T @ (w[:, None] * X))
+        coef = (y * w) @ X @ bread                                     # (D, 2): weighted least squares per draw
+        resid = y - coef @ X.T
+        n_eff = w.sum() ** 2 / (w ** 2).sum()
+        s2 = (w * resid ** 2).sum(axis=1) / w.sum() * n_eff / max(n_eff - 2.0, 1.0)   # (D,)
+        x0 = np.array([1.0, t0])
+        leverage = x0 @ bread @ (X.T @ ((w ** 2)[:, None] * X)) @ bread @ x0
+        out[model] = ThetaPrior(coef @ x0, np.sqrt(s2 * (1.0 + leverage)), "release_trend")
+    return out
+
+
+def theta_priors_from_fit(loaded, n_draws: int, new_released: Mapping[str, Any], calibrate_cfg: Mapping[str, Any]
+                          ) -> dict[str, ThetaPrior]:
+    """The configured theta prior (outputs.yaml `calibrate`) of each model in `new_released`, from a fit read by
+    `fit_process.load_fit`, on its draws thinned to `n_draws` (aligned with `PosteriorDraws.thin`)."""
+    from atlas_assets.outputs.predicted_states import reasoning_posterior
+
+    if calibrate_cfg["theta_prior"] == "program":
+        return {}
+    theta = reasoning_posterior(loaded.idata).thin(n_draws).theta
+    if theta.shape[1] != len(loaded.stan_input.models):
+        # a posterior without the model-level theta (hand-built test fits): nothing to regress on
+        return {}
+    return release_trend_priors(theta, loaded.stan_input.models["released_on"], new_released,
+                                int(calibrate_cfg["min_dated_models"]), calibrate_cfg.get("bandwidth_years"))
+
+
+@dataclass(frozen=True)
 class CalibratedModel:
     layout: StateLayout
     phi: np.ndarray            # (D, S_m) capability of each state, aligned with the main fit's draws
@@ -468,20 +545,22 @@ class CalibratedModel:
 
 def calibrate_model(draws: PosteriorDraws, reasoning: ReasoningDraws, families: pd.DataFrame, obs: pd.DataFrame,
                     rng: np.random.Generator, *, coarse_points: int = COARSE_POINTS, fine_points: int = FINE_POINTS,
-                    nuisance_samples: int = NUISANCE_SAMPLES) -> CalibratedModel:
+                    nuisance_samples: int = NUISANCE_SAMPLES, prior: ThetaPrior | None = None) -> CalibratedModel:
     """Posterior draws of one model's states given the main fit; `obs` are its rows from `likelihood_pieces`
-    (all of one model, on fitted families, without a drop reason)."""
+    (all of one model, on fitted families, without a drop reason). `prior`: of theta (default N(0, 1))."""
     if not len(obs):
         raise ValueError("a model without observations on fitted families is not calibrated")
+    prior = prior or ThetaPrior.program(draws.n_draws)
     layout = state_layout(obs.groupby("reasoning_state").size().to_dict(), reasoning)
     st = layout.states
     obs = obs.assign(layout_pos=obs["reasoning_state"].map(dict(zip(st["reasoning_state"], st.index))).to_numpy())
     offsets = _state_offsets(layout, reasoning)
     pinned_rows = obs[st["block"].to_numpy()[obs["layout_pos"].to_numpy()] == 0]
-    blocks = _blocks(layout, obs, reasoning, draws, families, offsets, rng, nuisance_samples, coarse_points, fine_points)
+    blocks = _blocks(layout, obs, reasoning, draws, families, offsets, rng, nuisance_samples, coarse_points, fine_points,
+                     prior.mean)
     D = draws.n_draws
-    nodes, lp = _grid_posterior(lambda t: _log_posterior(t, pinned_rows, blocks, draws, families, offsets), D,
-                                coarse_points, fine_points)
+    nodes, lp = _grid_posterior(lambda t: _log_posterior(t, pinned_rows, blocks, draws, families, offsets, prior), D,
+                                coarse_points, fine_points, prior.mean)
     theta = _sample_piecewise_linear(nodes, lp, rng)
     phi = theta[:, None] + offsets
     ess = []
@@ -596,14 +675,17 @@ class Calibration:
 
 
 def calibrate(draws: PosteriorDraws, reasoning: ReasoningDraws, families: pd.DataFrame, observations: pd.DataFrame,
-              seed: int, **settings) -> Calibration:
-    """Calibrate every model in `observations` (candidate rows, e.g. `candidate_observations(...).observations`)."""
+              seed: int, theta_priors: Mapping[str, ThetaPrior] | None = None, **settings) -> Calibration:
+    """Calibrate every model in `observations` (candidate rows, e.g. `candidate_observations(...).observations`);
+    `theta_priors`: per model (e.g. `release_trend_priors`), else N(0, 1)."""
     import time
 
     start = time.perf_counter()
     frames, phis, used, evidence = [], [], [], []
+    theta_priors = theta_priors or {}
     for model, rows in observations.groupby("model", sort=True):
-        fit = calibrate_model(draws, reasoning, families, rows, model_rng(seed, model), **settings)
+        prior = theta_priors.get(model) or ThetaPrior.program(draws.n_draws)
+        fit = calibrate_model(draws, reasoning, families, rows, model_rng(seed, model), prior=prior, **settings)
         st = fit.layout.states.copy()
         fam = rows.groupby("reasoning_state")["family"].agg(lambda f: ", ".join(sorted(set(f))))
         st.insert(0, "model", model)
@@ -614,6 +696,8 @@ def calibrate(draws: PosteriorDraws, reasoning: ReasoningDraws, families: pd.Dat
         st["feedback_ess_share"] = effective_sample_share(fit.log_evidence)
         st["reasoning_term_ess_share"] = fit.term_ess
         st["theta_mean"], st["theta_sd"] = fit.theta.mean(), fit.theta.std()
+        st["theta_prior"] = prior.source
+        st["prior_mean"], st["prior_sd"] = float(prior.mean.mean()), float(np.sqrt(np.mean(prior.sd ** 2)))
         frames.append(st)
         phis.append(fit.phi)
         evidence.append(np.repeat(fit.log_evidence[:, None], fit.phi.shape[1], axis=1))
@@ -691,7 +775,8 @@ def calibrated_state_table(cal: Calibration, draws: PosteriorDraws, fitted_headl
     columns = ["model", "reasoning_state", "path", "status", "eligible", "headline", "n_obs", "n_families", "families",
                "model_n_obs", "model_n_families", "display_mean", "display_median", "display_lower", "display_upper",
                "display_sd", "latent_mean", "latent_sd", "interval", "display_mean_reweighted", "p_rank1", f"p_top{top_k}", "expected_rank",
-               "outside_reason", "pinned", "setting_code", "unknown_setting", "theta_mean", "theta_sd",
+               "outside_reason", "pinned", "setting_code", "unknown_setting", "theta_prior", "prior_mean", "prior_sd",
+               "theta_mean", "theta_sd",
                "feedback_ess_share", "reasoning_term_ess_share", "cal_pos"]
     return st[columns].sort_values(["display_mean", "model"], ascending=[False, True]).reset_index(drop=True)
 

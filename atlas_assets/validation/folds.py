@@ -155,7 +155,8 @@ def _calibrated_ensemble(refit, evidence: pd.DataFrame, heldout: pd.DataFrame, r
     """Held-out cells of models outside the refit, through calibrate-in (outputs/calibrate.py): each model's
     states placed on the refit from its evidence cells alone, then its cells drawn from the refit's family
     likelihoods. NaN for a cell whose state has no evidence or whose family is not in the refit."""
-    from atlas_assets.outputs.calibrate import calibrate, likelihood_pieces, reasoning_draws_from_fit
+    from atlas_assets.outputs.calibrate import calibrate, likelihood_pieces, reasoning_draws_from_fit, theta_priors_from_fit
+    from atlas_assets.outputs.config import load_outputs_config
     from atlas_assets.outputs.cell_model import predictive
     from atlas_assets.outputs.draws import from_fit, observation_items
 
@@ -163,7 +164,10 @@ def _calibrated_ensemble(refit, evidence: pd.DataFrame, heldout: pd.DataFrame, r
     fitted_families = set(si.families["family"])
     usable = evidence[evidence["family"].isin(fitted_families)]
     pieces = likelihood_pieces(usable, si.families)
-    calibration = calibrate(draws, reasoning_draws_from_fit(refit), si.families, pieces[pieces["drop_reason"].isna()], seed)
+    pieces = pieces[pieces["drop_reason"].isna()]
+    released = pieces.groupby("model")["released_on"].first().to_dict() if "released_on" in pieces else {}
+    priors = theta_priors_from_fit(refit, draws.n_draws, released, load_outputs_config()["calibrate"])
+    calibration = calibrate(draws, reasoning_draws_from_fit(refit), si.families, pieces, seed, theta_priors=priors)
     position = dict(zip(zip(calibration.states["model"], calibration.states["reasoning_state"]), calibration.states["cal_pos"]))
     family_pos = si.families.set_index("family")["family_pos"]
     items = observation_items(heldout)

@@ -334,3 +334,53 @@ def test_a_state_of_unknown_setting_takes_a_new_shared_effect_from_its_prior():
         sample = fit.phi[which == i, 0]
         assert abs(sample.mean() - mean) < 4 * sd / np.sqrt(len(sample)) + 0.01
         assert abs(sample.std() / sd - 1) < 0.12
+
+
+# ------------------------------------------------------------------------- the prior of theta
+
+
+def test_an_informative_theta_prior_is_applied_per_draw():
+    """With theta ~ N(m_d, s_d) the calibrated posterior matches the dense grid under that prior, draw set by set."""
+    draws, reasoning, which = posterior()
+    obs = rows("m", [("default", "countable", 0.62, 31, 50)])
+    means, sds = np.array([1.5, 0.5, -0.5]), np.array([0.4, 0.6, 0.9])
+    prior = C.ThetaPrior(means[which], sds[which], "release_trend")
+    fit = C.calibrate_model(draws, reasoning, FAMILIES, obs, np.random.default_rng(3), prior=prior)
+    grid = np.linspace(-9, 9, 36001)
+    for i, p in enumerate(SETS):
+        lp = stats.norm.logpdf(grid, means[i], sds[i]) + log_lik_scipy(grid, next(obs.itertuples()), p)
+        dens = np.exp(lp - lp.max())
+        dens /= np.trapezoid(dens, grid)
+        mean, sd = moments(grid, dens)
+        sample = fit.phi[which == i, 0]
+        assert abs(sample.mean() - mean) < 4 * sd / np.sqrt(len(sample)), (i, sample.mean(), mean)
+        assert abs(sample.std() / sd - 1) < 0.12
+        np.testing.assert_allclose(fit.log_evidence[which == i], lp.max() + np.log(np.trapezoid(np.exp(lp - lp.max()), grid)),
+                                   atol=1e-4)
+
+
+def test_release_trend_prior_recovers_the_line_and_follows_a_kink_locally():
+    rng = np.random.default_rng(5)
+    dates = pd.Timestamp("2022-01-01") + pd.to_timedelta(rng.uniform(0, 4 * 365, 400), unit="D")
+    years = ((dates - pd.Timestamp("2020-01-01")).days / 365.25).to_numpy()
+    D = 50
+    # per draw a slightly different line (posterior uncertainty), residual sd 0.3
+    slope, intercept = 0.8 + 0.02 * rng.standard_normal(D), -2.0 + 0.05 * rng.standard_normal(D)
+    theta = intercept[:, None] + slope[:, None] * years[None, :] + 0.3 * rng.standard_normal((D, len(years)))
+    new = {"recent": "2025-07-01", "undated": None}
+    priors = C.release_trend_priors(theta, dates, new, min_dated_models=20)
+    t0 = (pd.Timestamp("2025-07-01") - pd.Timestamp("2020-01-01")).days / 365.25
+    np.testing.assert_allclose(priors["recent"].mean, intercept + slope * t0, atol=0.08)
+    np.testing.assert_allclose(priors["recent"].sd, 0.3, atol=0.04)
+    assert priors["recent"].source == "release_trend"
+    assert priors["undated"].source == "program" and np.all(priors["undated"].mean == 0) and np.all(priors["undated"].sd == 1)
+    # a kink (flat, then rising fast): one line misses the recent level, the local line does not
+    kinked = np.where(years < 4.5, 0.0, 2.0 * (years - 4.5))[None, :] + 0.2 * rng.standard_normal((D, len(years)))
+    at = {"new": "2025-12-01"}
+    truth = 2.0 * ((pd.Timestamp("2025-12-01") - pd.Timestamp("2020-01-01")).days / 365.25 - 4.5)
+    line = C.release_trend_priors(kinked, dates, at)["new"].mean.mean()
+    local = C.release_trend_priors(kinked, dates, at, bandwidth_years=0.5)["new"].mean.mean()
+    assert abs(local - truth) < 0.15 < abs(line - truth)
+    # too few dated fitted models: the program's prior
+    few = C.release_trend_priors(theta[:, :10], dates[:10], {"recent": "2025-07-01"}, min_dated_models=20)
+    assert few["recent"].source == "program"

@@ -34,6 +34,12 @@ def _read(duckdb: DuckDBResource) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     with duckdb.get_connection() as conn:
         observations = conn.execute(f"SELECT {OBSERVATION_COLUMNS} FROM family_observations").df()
         try:
+            # release dates place a model's theta prior on the fit's release trend (outputs.yaml calibrate)
+            released = conn.execute("SELECT model, released_on FROM registry_models").df()
+        except duckdb_module.Error:
+            released = pd.DataFrame(columns=["model", "released_on"])  # no registry: the program's prior (said per row)
+        observations = observations.merge(released.drop_duplicates("model"), on="model", how="left")
+        try:
             audit = conn.execute("SELECT model, family, reason FROM audit_exclusions "
                                  "WHERE stage = 'modeled_observations'").df()
         except duckdb_module.Error:
@@ -47,8 +53,8 @@ def _read(duckdb: DuckDBResource) -> tuple[pd.DataFrame, pd.DataFrame | None]:
     kinds={"duckdb", "python"},
     description="Calibrate-in (issue 13): every model outside the main fit (removed by the coverage filter, or new "
     "since the fit) with a result on a fitted family gets its posterior given the fit: per posterior draw, its "
-    "capability from its own observations under the fit's likelihood and prior (theta ~ N(0, 1), the program's "
-    "reasoning terms integrated from their prior). Tables calibrated_states (status 'calibrated (thin evidence)', "
+    "capability from its own observations under the fit's likelihood, theta's prior from the fit's release-date "
+    "trend (outputs.yaml calibrate.theta_prior), the program's reasoning terms integrated from their prior). Tables calibrated_states (status 'calibrated (thin evidence)', "
     "display scale, intervals, rank probabilities where the rank-eligibility gate passes), "
     "calibrated_cell_predictions (cell_predictions' columns) and calibrated_exclusions (what was not calibrated, why).",
 )
@@ -65,7 +71,10 @@ def calibrated_states(context: dg.AssetExecutionContext, duckdb: DuckDBResource)
     family_observations, audit = _read(duckdb)
     started = time.perf_counter()
     candidates = cal_mod.candidate_observations(family_observations, si.observations, si.families, audit)
-    calibration = cal_mod.calibrate(draws, reasoning, si.families, candidates.observations, seed=int(cfg["draws"]["seed"]))
+    released = candidates.observations.groupby("model")["released_on"].first().to_dict()
+    priors = cal_mod.theta_priors_from_fit(loaded, draws.n_draws, released, cfg["calibrate"])
+    calibration = cal_mod.calibrate(draws, reasoning, si.families, candidates.observations, seed=int(cfg["draws"]["seed"]),
+                                    theta_priors=priors)
     rules = model_cfg.get("eligibility", {})
     interval = float(model_cfg["display"].get("interval", 0.9))
     top_k = int(model_cfg["display"].get("top_k", 10))
