@@ -19,9 +19,27 @@ ATLAS_MIRROR := $(if $(wildcard $(MIRROR_BESIDE)),$(MIRROR_BESIDE),)
 endif
 export ATLAS_MIRROR
 
-.PHONY: setup cmdstan instance run test dev bench clean-state
+.PHONY: setup cmdstan system-packages instance run test dev bench clean-state
 
-setup: $(VENV)/.synced $(CMDSTAN_STAMP)
+setup: $(VENV)/.synced $(CMDSTAN_STAMP) system-packages
+
+# Debian packages the tests drive: chromium (the browser test, tests/ui) and the PostgreSQL server (the
+# storage test, tests/ops). Installed with apt-get only when missing (root and apt-get needed); elsewhere
+# setup says so and those tests skip, naming why. REQUIRE_SYSTEM_PACKAGES=1 (.ci/run) makes that an error.
+system-packages:
+	@missing=""; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium fonts-dejavu-core"; \
+	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "setup: installing Debian packages:$$missing"; \
+	  apt-get update -q >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null && exit 0; \
+	  echo "setup: apt-get could not install$$missing"; \
+	else \
+	  echo "setup: not installing$$missing (needs root and apt-get): the tests that drive them skip"; \
+	fi; \
+	[ "$${REQUIRE_SYSTEM_PACKAGES:-0}" != 1 ]
 
 # uv resolves exactly what uv.lock pins; it is installed into the user's Python when missing.
 $(VENV)/.synced: pyproject.toml uv.lock

@@ -1,0 +1,205 @@
+"""The Dagster UI as a user sees it, in a real browser: Debian's Chromium driven by Playwright.
+
+One `dagster dev` (webserver + daemon, 127.0.0.1, free port, temporary DAGSTER_HOME and ATLAS_HOME, sources
+from the offline mirror) serves the project's location and the test location `broken_input`
+(tests/ui/broken_location.py) for every test here. Screenshots land in test-artifacts/ui/ (gitignored).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+from pathlib import Path
+from urllib.parse import urlparse
+
+import duckdb
+import pytest
+
+from tests.conftest import MIRROR, PROJECT_ROOT, require_shared_data
+from tests.ui.server import UIServer
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = Path("/usr/bin/chromium")
+# Headless Chromium as root in a container (DESIGN.md, "Facts checked on this machine").
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-dev-shm-usage"]
+ARTIFACTS = PROJECT_ROOT / "test-artifacts" / "ui"
+LOCATION = "atlas_assets"
+# Names of the nodes the lineage graph draws for a group's own assets (upstream assets of other groups are
+# drawn smaller, without this class). A long name is shortened in the middle with an ellipsis.
+GRAPH_NODE_NAME = '[class*="AssetNode_assetName"]'
+RUN_TIMEOUT_MS = 180_000
+
+playwright_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is a dev dependency: uv sync")
+expect = playwright_api.expect
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    require_shared_data()
+    if not CHROMIUM.exists():
+        why = f"{CHROMIUM} not found: `make setup` installs Debian's chromium with apt-get (as root)"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+    work = tmp_path_factory.mktemp("ui")
+    ui = UIServer(work, {"ATLAS_HOME": str(work / "atlas_home"), "ATLAS_MIRROR": str(MIRROR)}).start()
+    yield ui
+    ui.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(server):
+    shutil.rmtree(ARTIFACTS, ignore_errors=True)
+    ARTIFACTS.mkdir(parents=True)
+    with playwright_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    context = browser.new_context(base_url=server.url, viewport={"width": 1600, "height": 1000})
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    # The community sign-up dialog opens once per instance, over whatever page is shown: skip it when it does.
+    dialog = page.get_by_text("Join the Dagster community")
+    page.add_locator_handler(dialog, lambda: page.get_by_role("button", name="Skip").click())
+    yield page
+    context.close()
+
+
+def shot(page, name: str) -> None:
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def matches_label(name: str, label: str) -> bool:
+    """A graph label is the name, or its start and end around an ellipsis ("fami…_observations")."""
+    if "…" not in label:
+        return label == name
+    head, tail = label.split("…", 1)
+    return len(name) > len(label) - 1 and name.startswith(head) and name.endswith(tail)
+
+
+def group_assets() -> dict[str, set[str]]:
+    """Each stage group's assets, from the project's definitions (not from the server under test)."""
+    from atlas_assets.definitions import STAGES, defs
+
+    graph = defs.resolve_asset_graph()
+    groups: dict[str, set[str]] = {group: set() for group in STAGES}
+    for key in graph.get_all_asset_keys():
+        groups.setdefault(graph.get(key).group_name, set()).add(key.to_user_string())
+    return groups
+
+
+def launch_and_open_run(page, button: str, *, confirm: bool = False) -> str:
+    """Click a materialize button, follow the 'Launched run' toast to the run page; return the run id."""
+    page.locator("button", has_text=re.compile(rf"^{button}$")).first.click()
+    if confirm:  # "Materializing these assets may fail because the upstream assets ... have not been materialized"
+        page.get_by_role("button", name="Confirm").click()
+    toast = page.locator("[data-sonner-toast]", has_text="Launched run")
+    toast.get_by_text("View", exact=True).click()
+    page.wait_for_url(re.compile(r"/runs/[0-9a-f-]{36}"))
+    return page.url.rsplit("/", 1)[-1]
+
+
+def test_each_stage_group_lineage_page_lists_its_assets(page):
+    groups = group_assets()
+    assert set(groups) == {"registry", "ingest", "clean", "model", "outputs", "validation", "publish"}
+    for group, expected in groups.items():
+        assert expected, f"group {group} has no assets"
+        page.goto(f"/locations/{LOCATION}/asset-groups/{group}")
+        nodes = page.locator(GRAPH_NODE_NAME)
+        expect(nodes).to_have_count(len(expected), timeout=60_000)
+        labels = nodes.all_inner_texts()
+        unmatched_names = [n for n in expected if not any(matches_label(n, label) for label in labels)]
+        unmatched_labels = [label for label in labels if not any(matches_label(n, label) for n in expected)]
+        assert not unmatched_names and not unmatched_labels, (group, unmatched_names, unmatched_labels)
+        shot(page, f"lineage_{group}")
+        # The List tab beside the graph names every asset in full.
+        page.goto(f"/locations/{LOCATION}/asset-groups/{group}/list")
+        links = page.locator("a[href^='/assets/']").filter(has_text=re.compile(r"^[a-z_0-9]+$"))
+        expect(links.first).to_be_visible(timeout=60_000)
+        expect(links).to_have_count(len(expected))
+        hrefs = links.evaluate_all("links => links.map(link => link.getAttribute('href'))")
+        assert {urlparse(href).path.removeprefix("/assets/") for href in hrefs} == expected, group
+        assert {text.split("\n")[0] for text in links.all_inner_texts()} == expected, group
+
+
+def test_materializing_a_source_from_the_ui_runs_it_and_shows_its_metadata(page, server):
+    from atlas_assets.ingest import swebench
+
+    page.goto("/assets/swe_bench_scores")
+    # registry_benchmarks upstream was never materialized here, so the UI asks first.
+    run_id = launch_and_open_run(page, "Materialize", confirm=True)
+    expect(page.get_by_text("Success", exact=True).first).to_be_visible(timeout=RUN_TIMEOUT_MS)
+    shot(page, "materialize_run")
+    status = server.graphql('query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }', {"id": run_id})
+    assert status["runOrError"]["status"] == "SUCCESS"
+
+    url = urlparse(swebench.URL)
+    mirrored = MIRROR / url.netloc / url.path.lstrip("/")
+    sha256 = hashlib.sha256(mirrored.read_bytes()).hexdigest()
+    with duckdb.connect(str(Path(server.env["ATLAS_HOME"]) / "atlas.duckdb"), read_only=True) as conn:
+        staged = conn.execute("SELECT count(*) FROM raw_scores__swe_bench").fetchone()[0]
+    assert staged > 100
+
+    page.goto("/assets/swe_bench_scores")
+    metadata = page.locator("table", has_text="snapshot_sha256")
+    expect(metadata).to_be_visible()
+    for key, value in (("snapshot_sha256", sha256), ("score_rows", str(staged)), ("status", "parsed"),
+                       ("origin", "mirror"), ("fresh", "true")):
+        row = metadata.locator("tr", has=page.get_by_text(key, exact=True))
+        expect(row).to_contain_text(value)
+    expect(page.get_by_text("Never materialized")).to_have_count(0)
+    shot(page, "materialized_swe_bench_scores")
+
+
+def test_a_failing_blocking_check_shows_failed_and_its_downstream_asset_does_not_run(page, server):
+    page.goto("/locations/broken_input/asset-groups/broken_input")
+    expect(page.locator(GRAPH_NODE_NAME)).to_have_count(2, timeout=60_000)
+    run_id = launch_and_open_run(page, "Materialize all")
+    expect(page.get_by_text("Failure", exact=True).first).to_be_visible(timeout=RUN_TIMEOUT_MS)
+    expect(page.get_by_text("Not executed (1)")).to_be_visible()
+    expect(page.get_by_text("Dependencies for step epoch_hub_scores failed").first).to_be_visible()
+    shot(page, "failed_check_run")
+
+    page.goto("/assets/broken_input/registry_benchmarks?view=checks")
+    expect(page.get_by_text("This is a blocking asset check.")).to_be_visible()
+    expect(page.get_by_text("Failed", exact=True).first).to_be_visible()
+    # the check's own finding, as GX reported it: the broken floor and its value
+    expect(page.get_by_text(re.compile(r"column='floor'.*1 unexpected, e\.g\. \[1\.5\]"))).to_be_visible()
+    shot(page, "failed_check")
+
+    # downstream: planned in that run, never executed; the UI says so and shows no scrape of it
+    page.goto("/assets/broken_input/epoch_hub_scores")
+    expect(page.get_by_text(re.compile(rf"Failed in\s*{run_id[:8]}")).first).to_be_visible()
+    expect(page.get_by_text("source_url", exact=True)).to_be_visible()  # definition metadata only
+    expect(page.get_by_text("snapshot_sha256", exact=True)).to_have_count(0)
+    shot(page, "downstream_not_run")
+    # and the instance agrees: the run failed, the downstream asset has no materialization
+    data = server.graphql(
+        """query($id: ID!) { runOrError(runId: $id) { ... on Run { status } }
+             assetNodes(assetKeys: [{path: ["broken_input", "epoch_hub_scores"]}]) { assetMaterializations(limit: 1) { runId } } }""",
+        {"id": run_id},
+    )
+    assert data["runOrError"]["status"] == "FAILURE"
+    assert data["assetNodes"][0]["assetMaterializations"] == []
+
+
+def test_the_nightly_schedule_is_listed_and_running(page):
+    page.goto("/automation")
+    row = page.locator("[data-index]", has=page.locator(f"a[href='/locations/{LOCATION}/schedules/nightly_refresh']"))
+    expect(row).to_contain_text("At 03:00 AM UTC")
+    toggle = row.locator("input[type=checkbox]").last
+    expect(toggle).to_be_enabled(timeout=30_000)  # disabled while the schedule state loads
+    expect(toggle).to_be_checked()
+    shot(page, "automation")
+    page.goto(f"/locations/{LOCATION}/schedules/nightly_refresh")
+    expect(page.get_by_text("Running", exact=True).first).to_be_visible()
+    expect(page.get_by_text(re.compile(r"3:00:00 AM UTC")).first).to_be_visible()  # the next tick
+    expect(page.get_by_text("atlas_job").first).to_be_visible()
+    shot(page, "schedule_nightly_refresh")
