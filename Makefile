@@ -53,9 +53,11 @@ $(CMDSTAN_STAMP): atlas_assets/model/cmdstan_setup.py $(CMDSTAN_SOURCES) | $(VEN
 cmdstan: $(VENV)/.synced
 	$(BIN)/python atlas_assets/model/cmdstan_setup.py --stamp $(CMDSTAN_STAMP)
 
+# INSTANCE_YAML=deploy/dagster.postgres.yaml: run/event/schedule storage in PostgreSQL (DAGSTER_PG_* in the environment).
+INSTANCE_YAML ?= dagster.yaml
 instance:
 	@mkdir -p $(DAGSTER_HOME)
-	@cp dagster.yaml $(DAGSTER_HOME)/dagster.yaml
+	@cp $(INSTANCE_YAML) $(DAGSTER_HOME)/dagster.yaml
 
 # atlas_job (ingest .. outputs), then every validation fold (one validation_job run per partition) and
 # publish_job (summary, publication, report); all recorded on the project instance like UI launches.
