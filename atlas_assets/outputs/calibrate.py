@@ -238,7 +238,8 @@ class StateLayout:
 
 def state_layout(n_obs_by_state: Mapping[str, int], reasoning: ReasoningDraws) -> StateLayout:
     """Pinned state (default where observed, else most observations, ties by `pin_preference`), ladder
-    contrasts relative to the pinned level, and which states carry a free off-ladder deviation."""
+    contrasts relative to the pinned level, and which states carry a free off-ladder deviation. A state with 0
+    observations is an unmeasured setting: its phi comes from theta and the reasoning terms alone."""
     from atlas_assets.model.stan_data import orthogonal_contrasts
 
     L = len(reasoning.ladder)
@@ -252,7 +253,11 @@ def state_layout(n_obs_by_state: Mapping[str, int], reasoning: ReasoningDraws) -
     st = pd.DataFrame(rows)
     st["_order"] = st["setting_code"].where(st["setting_code"] >= 0, 10_000)
     st = st.sort_values(["_order", "reasoning_state"]).reset_index(drop=True)
-    pinned = st.sort_values(["_default", "n_obs", "_pref"], ascending=[False, False, True]).index[0]
+    # a state without results (an unmeasured setting, placed through the structure) is never the pinned one
+    st["observed"] = st["n_obs"] > 0
+    if not st["observed"].any():
+        raise ValueError("a calibrated model needs at least one state with results")
+    pinned = st.sort_values(["observed", "_default", "n_obs", "_pref"], ascending=[False, False, False, True]).index[0]
     st["pinned"] = st.index == pinned
     on_ladder = st["setting_code"].between(1, L)
     pin_code = int(st.loc[pinned, "setting_code"])
@@ -392,6 +397,12 @@ def _blocks(layout: StateLayout, obs: pd.DataFrame, reasoning: ReasoningDraws, d
             sd = reasoning.shared_sd if st.at[i, "unknown_setting"] else reasoning.offdev_sd[:, int(st.at[i, "dev_setting"])]
             prior_sd = sd[:, None]
         rows = obs[obs["layout_pos"].isin(members)]
+        if rows.empty:
+            # only unmeasured settings: nothing to approximate, their terms are drawn from the prior afterwards
+            out.append(Block(members=members, design=design, prior_sd=np.maximum(prior_sd, 1e-6), rows=rows,
+                             approx_mean=np.zeros((D, len(members))), approx_var=np.full((D, len(members)), 1e3),
+                             z=rng.standard_normal((D, 1, design.shape[1]))))
+            continue
         approx = [_gaussian_approximation(rows[rows["layout_pos"] == i], draws, families, theta_centre + offsets[:, i],
                                           coarse_points, fine_points) for i in members]
         out.append(Block(members=members, design=design, prior_sd=np.maximum(prior_sd, 1e-6), rows=rows,
@@ -431,6 +442,8 @@ def _log_posterior(theta, pinned_rows, blocks, draws, families, offsets, prior: 
             ll[sl] = _log_lik_at(lambda s: theta[sl] + offsets[sl, s, None], pinned_rows, draws, families, sl)
         lp = lp + ll
     for block in blocks:
+        if block.rows.empty:
+            continue  # no results: the block's prior integrates to 1, it says nothing about theta
         _, logw = _block_terms(block, theta, offsets, draws, families)
         lp = lp + logsumexp(logw, axis=2) - np.log(logw.shape[2])
     return lp
@@ -545,13 +558,18 @@ class CalibratedModel:
 
 def calibrate_model(draws: PosteriorDraws, reasoning: ReasoningDraws, families: pd.DataFrame, obs: pd.DataFrame,
                     rng: np.random.Generator, *, coarse_points: int = COARSE_POINTS, fine_points: int = FINE_POINTS,
-                    nuisance_samples: int = NUISANCE_SAMPLES, prior: ThetaPrior | None = None) -> CalibratedModel:
+                    nuisance_samples: int = NUISANCE_SAMPLES, prior: ThetaPrior | None = None,
+                    unmeasured: tuple[str, ...] | list[str] = ()) -> CalibratedModel:
     """Posterior draws of one model's states given the main fit; `obs` are its rows from `likelihood_pieces`
-    (all of one model, on fitted families, without a drop reason). `prior`: of theta (default N(0, 1))."""
+    (all of one model, on fitted families, without a drop reason). `prior`: of theta (default N(0, 1)).
+    `unmeasured`: further settings of the model, without results, placed through the reasoning structure
+    (theta + shared effect + the model's ladder terms as its results inform them, or a prior deviation)."""
     if not len(obs):
         raise ValueError("a model without observations on fitted families is not calibrated")
     prior = prior or ThetaPrior.program(draws.n_draws)
-    layout = state_layout(obs.groupby("reasoning_state").size().to_dict(), reasoning)
+    counts = obs.groupby("reasoning_state").size().to_dict()
+    counts.update({s: 0 for s in unmeasured if s not in counts})
+    layout = state_layout(counts, reasoning)
     st = layout.states
     obs = obs.assign(layout_pos=obs["reasoning_state"].map(dict(zip(st["reasoning_state"], st.index))).to_numpy())
     offsets = _state_offsets(layout, reasoning)
@@ -565,6 +583,11 @@ def calibrate_model(draws: PosteriorDraws, reasoning: ReasoningDraws, families: 
     phi = theta[:, None] + offsets
     ess = []
     for block in blocks:
+        if block.rows.empty:
+            # unmeasured settings only: their terms are exact draws from the prior
+            coef = block.prior_sd * rng.standard_normal((D, block.design.shape[1]))
+            phi[:, block.members] += coef @ block.design.T
+            continue
         # the block's terms given the drawn theta: importance resampling from fresh proposals at that theta
         fresh = replace(block, z=rng.standard_normal((D, RESAMPLE_SAMPLES, block.design.shape[1])))
         coef, logw = _block_terms(fresh, theta[:, None], offsets, draws, families)
@@ -675,9 +698,11 @@ class Calibration:
 
 
 def calibrate(draws: PosteriorDraws, reasoning: ReasoningDraws, families: pd.DataFrame, observations: pd.DataFrame,
-              seed: int, theta_priors: Mapping[str, ThetaPrior] | None = None, **settings) -> Calibration:
+              seed: int, theta_priors: Mapping[str, ThetaPrior] | None = None,
+              unmeasured: Mapping[str, Any] | None = None, **settings) -> Calibration:
     """Calibrate every model in `observations` (candidate rows, e.g. `candidate_observations(...).observations`);
-    `theta_priors`: per model (e.g. `release_trend_priors`), else N(0, 1)."""
+    `theta_priors`: per model (e.g. `release_trend_priors`), else N(0, 1); `unmeasured`: per model, settings
+    without results to place through the reasoning structure (states with n_obs 0)."""
     import time
 
     start = time.perf_counter()
@@ -685,11 +710,13 @@ def calibrate(draws: PosteriorDraws, reasoning: ReasoningDraws, families: pd.Dat
     theta_priors = theta_priors or {}
     for model, rows in observations.groupby("model", sort=True):
         prior = theta_priors.get(model) or ThetaPrior.program(draws.n_draws)
-        fit = calibrate_model(draws, reasoning, families, rows, model_rng(seed, model), prior=prior, **settings)
+        extra = [] if unmeasured is None else [r for r in unmeasured.get(model, ()) if r not in set(rows["reasoning_state"])]
+        fit = calibrate_model(draws, reasoning, families, rows, model_rng(seed, model), prior=prior,
+                              unmeasured=tuple(extra), **settings)
         st = fit.layout.states.copy()
         fam = rows.groupby("reasoning_state")["family"].agg(lambda f: ", ".join(sorted(set(f))))
         st.insert(0, "model", model)
-        st["n_families"] = st["reasoning_state"].map(rows.groupby("reasoning_state")["family"].nunique()).astype(int)
+        st["n_families"] = st["reasoning_state"].map(rows.groupby("reasoning_state")["family"].nunique()).fillna(0).astype(int)
         st["families"] = st["reasoning_state"].map(fam)
         st["model_n_obs"], st["model_n_families"] = len(rows), rows["family"].nunique()
         st["outside_reason"] = rows["outside_reason"].iloc[0] if "outside_reason" in rows else None
@@ -728,7 +755,8 @@ def fitted_headline_display(draws: PosteriorDraws, states: pd.DataFrame, eligibl
 
 def eligibility(states: pd.DataFrame, rules: Mapping[str, Any]) -> np.ndarray:
     """The fit's rank-eligibility rule (`scores.rank_eligible`) on calibrated states."""
-    ok = (states["n_families"] >= int(rules.get("min_families", 1))) & (states["n_obs"] >= int(rules.get("min_observations", 1)))
+    ok = ((states["n_families"] >= int(rules.get("min_families", 1))) & (states["n_obs"] >= int(rules.get("min_observations", 1)))
+          & (states["n_obs"] > 0))
     return (ok & ~states["reasoning_state"].isin(set(rules.get("exclude_settings", []) or []))).to_numpy()
 
 
@@ -761,6 +789,9 @@ def calibrated_state_table(cal: Calibration, draws: PosteriorDraws, fitted_headl
         [f"{STATUS}: below the rank-eligibility gate ({f} families, {o} observations; a rank needs >= {min_f} "
          f"families and >= {min_o} observations in one state)" for f, o in zip(st["n_families"], st["n_obs"])])
     st.loc[st["unknown_setting"], "status"] += "; unknown reasoning setting: its shared effect is drawn from its prior"
+    st.loc[~st["observed"], "status"] = (f"{STATUS}: predicted setting, no result at this setting (theta from the "
+                                         "model's other settings, the fit's shared effect and the model's reasoning "
+                                         "terms); never rank-eligible")
     # rank probabilities: each model once (its headline), fitted and calibrated alike
     elig = st[st["eligible"]]
     heads = elig.loc[elig.groupby("model")["display_mean"].idxmax()] if len(elig) else elig
@@ -775,7 +806,8 @@ def calibrated_state_table(cal: Calibration, draws: PosteriorDraws, fitted_headl
     columns = ["model", "reasoning_state", "path", "status", "eligible", "headline", "n_obs", "n_families", "families",
                "model_n_obs", "model_n_families", "display_mean", "display_median", "display_lower", "display_upper",
                "display_sd", "latent_mean", "latent_sd", "interval", "display_mean_reweighted", "p_rank1", f"p_top{top_k}", "expected_rank",
-               "outside_reason", "pinned", "setting_code", "unknown_setting", "theta_prior", "prior_mean", "prior_sd",
+               "outside_reason", "observed", "pinned", "setting_code", "unknown_setting", "theta_prior", "prior_mean",
+               "prior_sd",
                "theta_mean", "theta_sd",
                "feedback_ess_share", "reasoning_term_ess_share", "cal_pos"]
     return st[columns].sort_values(["display_mean", "model"], ascending=[False, True]).reset_index(drop=True)

@@ -125,7 +125,8 @@ def _score(split: Split, heldout: pd.DataFrame, ensembles: dict[str, np.ndarray]
     """Per-cell scores of every method on the cells every method could predict (identical splits)."""
     intervals = [float(x) for x in validation_cfg["intervals"]]
     scored = np.logical_and.reduce([np.isfinite(e).all(axis=0) for e in ensembles.values()])
-    base = heldout.loc[scored, KEY + ["kind", "u", "released_on"]].reset_index(drop=True)
+    extra = [c for c in ("path",) if c in heldout.columns]  # forward_thin: which calibrate-in path placed the cell
+    base = heldout.loc[scored, KEY + ["kind", "u", "released_on"] + extra].reset_index(drop=True)
     frames = []
     for method, ensemble in ensembles.items():
         cells = cell_scores(base["u"].to_numpy(float), ensemble[:, scored], intervals)
@@ -167,7 +168,11 @@ def _calibrated_ensemble(refit, evidence: pd.DataFrame, heldout: pd.DataFrame, r
     pieces = pieces[pieces["drop_reason"].isna()]
     released = pieces.groupby("model")["released_on"].first().to_dict() if "released_on" in pieces else {}
     priors = theta_priors_from_fit(refit, draws.n_draws, released, load_outputs_config()["calibrate"])
-    calibration = calibrate(draws, reasoning_draws_from_fit(refit), si.families, pieces, seed, theta_priors=priors)
+    # a held-out state of a calibrated model without evidence of its own: placed through the reasoning structure
+    unmeasured = heldout[heldout["model"].isin(set(pieces["model"]))].groupby("model")["reasoning_state"].agg(
+        lambda r: sorted(set(r))).to_dict()
+    calibration = calibrate(draws, reasoning_draws_from_fit(refit), si.families, pieces, seed, theta_priors=priors,
+                            unmeasured=unmeasured)
     position = dict(zip(zip(calibration.states["model"], calibration.states["reasoning_state"]), calibration.states["cal_pos"]))
     family_pos = si.families.set_index("family")["family_pos"]
     items = observation_items(heldout)
@@ -178,8 +183,12 @@ def _calibrated_ensemble(refit, evidence: pd.DataFrame, heldout: pd.DataFrame, r
         cols = np.flatnonzero((fam == j) & (cal >= 0))
         eta = draws.beta[:, [int(j)]] * (calibration.phi[:, cal[cols]] - draws.b[:, [int(j)]])
         out[:, cols] = predictive(rng, eta, draws.family(int(j), si.families), items[cols])
+    measured = dict(zip(zip(calibration.states["model"], calibration.states["reasoning_state"]),
+                        calibration.states["n_obs"] > 0))
+    path = np.array([("calibrated" if measured[k] else "calibrated_unmeasured_setting") if k in measured else None
+                     for k in zip(heldout["model"], heldout["reasoning_state"])], dtype=object)
     return out, {"calibrated_models": int(calibration.states["model"].nunique()),
-                 "calibrate_seconds": round(calibration.seconds, 2)}
+                 "calibrate_seconds": round(calibration.seconds, 2), "path": path}
 
 
 def _thin_predictions(split: Split, observations: pd.DataFrame, refit, validation_cfg, seed: int) -> tuple[pd.DataFrame, dict]:
@@ -189,14 +198,28 @@ def _thin_predictions(split: Split, observations: pd.DataFrame, refit, validatio
     heldout = observations[split.heldout].reset_index(drop=True)
     rng = np.random.default_rng(seed)
     atlas, info = _calibrated_ensemble(refit, evidence, heldout, rng, seed)
+    heldout["path"] = info.pop("path")
+    # The baselines have no reasoning structure: for a setting the model has no evidence at they predict the
+    # model's evidence state with the most cells as is (issue 14's "pinned state as is"), so every method
+    # scores the same cells and the unmeasured-setting path is compared, not dropped.
+    proxy = (evidence.groupby(["model", "reasoning_state"]).size().rename("n").reset_index()
+             .sort_values(["model", "n", "reasoning_state"], ascending=[True, False, True])
+             .drop_duplicates("model").set_index("model")["reasoning_state"])
+    as_baselines_see_it = heldout.copy()
+    unmeasured = (heldout["path"] == "calibrated_unmeasured_setting").to_numpy()
+    as_baselines_see_it.loc[unmeasured, "reasoning_state"] = heldout.loc[unmeasured, "model"].map(proxy).to_numpy()
     ensembles = {"atlas": atlas}
-    eci, timing = _eci_ensembles(known, heldout, validation_cfg, seed)
+    eci, timing = _eci_ensembles(known, as_baselines_see_it, validation_cfg, seed)
     ensembles.update(eci)
-    ensembles["family_mean"] = baselines.family_mean_ensemble(known, heldout, rng, atlas.shape[0])
-    ensembles["model_offset"] = baselines.model_offset_ensemble(known, heldout, rng, atlas.shape[0])
+    ensembles["family_mean"] = baselines.family_mean_ensemble(known, as_baselines_see_it, rng, atlas.shape[0])
+    ensembles["model_offset"] = baselines.model_offset_ensemble(known, as_baselines_see_it, rng, atlas.shape[0])
     out, scored = _score(split, heldout, {m: ensembles[m] for m in METHODS}, validation_cfg)
-    placeable = int(np.isfinite(atlas).all(axis=0).sum())
-    return out, {**scored, **info, **timing, "n_placeable": placeable}
+    placeable = np.isfinite(atlas).all(axis=0)
+    by_path = {"n_placeable": int(placeable.sum()),
+               "n_placeable_measured_setting": int((placeable & (heldout["path"] == "calibrated")).sum()),
+               "n_placeable_unmeasured_setting": int((placeable & (heldout["path"] == "calibrated_unmeasured_setting")).sum()),
+               "n_not_placeable": int((~placeable).sum())}
+    return out, {**scored, **info, **timing, **by_path}
 
 
 def _state_ensembles(refit, heldout: pd.DataFrame, rng: np.random.Generator, seed: int) -> dict[str, np.ndarray]:

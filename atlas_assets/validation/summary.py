@@ -15,10 +15,17 @@ CELL_STUDIES = ["forward", "forward_strict", "forward_thin", "masked", "masked_s
 
 
 def cell_study_metrics(predictions: pd.DataFrame, intervals: Sequence[float]) -> pd.DataFrame:
+    """One row per study x method; where cells carry a `path` (forward_thin: calibrate-in at a measured setting,
+    or at a setting without evidence), also one row per `<study>:<path>` x method."""
     rows = []
     for (study, method), cells in predictions.groupby(["study", "method"], sort=False):
         rows.append({"study": study, "method": method, "n_folds": int(cells["fold"].nunique()),
                      **study_metrics(cells, intervals)})
+    if "path" in predictions.columns:
+        with_path = predictions[predictions["path"].notna()]
+        for (study, path, method), cells in with_path.groupby(["study", "path", "method"], sort=True):
+            rows.append({"study": f"{study}:{path}", "method": method, "n_folds": int(cells["fold"].nunique()),
+                         **study_metrics(cells, intervals)})
     return pd.DataFrame(rows)
 
 

@@ -384,3 +384,34 @@ def test_release_trend_prior_recovers_the_line_and_follows_a_kink_locally():
     # too few dated fitted models: the program's prior
     few = C.release_trend_priors(theta[:, :10], dates[:10], {"recent": "2025-07-01"}, min_dated_models=20)
     assert few["recent"].source == "program"
+
+
+def test_unmeasured_settings_are_placed_through_the_reasoning_structure():
+    """A model measured at `high` only: its default is theta itself, `disabled` theta + shared effect + a deviation
+    from the setting's spread, `low` theta + shared effect + ladder terms from their prior; none of them moves
+    the measured state, and none is ever the pinned one."""
+    draws, reasoning, which = posterior()
+    obs = rows("m", [("high", "countable", 0.7, 70, 100)])
+    alone = C.calibrate_model(draws, reasoning, FAMILIES, obs, np.random.default_rng(8))
+    fit = C.calibrate_model(draws, reasoning, FAMILIES, obs, np.random.default_rng(8),
+                            unmeasured=("default", "disabled", "low"))
+    st = fit.layout.states.set_index("reasoning_state")
+    assert st.loc["high", "pinned"] and not st.loc[["default", "disabled", "low"], "pinned"].any()
+    assert list(st.loc[["default", "disabled", "low"], "observed"]) == [False] * 3
+    pos = {s: int(i) for s, i in zip(fit.layout.states["reasoning_state"], fit.layout.states.index)}
+    shared = reasoning.shared_effect
+    code = {s: reasoning.setting_code(s) for s in ("high", "low", "disabled")}
+    theta = fit.phi[:, pos["high"]] - shared[:, code["high"] - 1]
+    np.testing.assert_allclose(fit.phi[:, pos["default"]], theta, atol=1e-12)
+    np.testing.assert_allclose(fit.theta, theta, atol=1e-12)
+    # the measured state's posterior is the same as without the unmeasured ones (same likelihood, same prior)
+    assert abs(fit.phi[:, pos["high"]].mean() - alone.phi[:, 0].mean()) < 0.02
+    dev = fit.phi[:, pos["disabled"]] - theta - shared[:, code["disabled"] - 1]
+    lin, quad = st.loc["low", "d_lin"], st.loc["low", "d_quad"]
+    ladder = fit.phi[:, pos["low"]] - theta - shared[:, code["low"] - 1]
+    for i, p in enumerate(SETS):
+        sel = which == i
+        assert abs(dev[sel].std() / p["offdev"][0] - 1) < 0.12, (i, dev[sel].std())
+        expected = np.sqrt((p["amp_sd"] * lin) ** 2 + (p["curv_sd"] * quad) ** 2)
+        assert abs(ladder[sel].std() / expected - 1) < 0.12, (i, ladder[sel].std(), expected)
+        assert abs(dev[sel].mean()) < 4 * p["offdev"][0] / np.sqrt(sel.sum())

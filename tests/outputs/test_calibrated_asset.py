@@ -81,8 +81,14 @@ def test_calibrated_states_from_a_fit_and_refused_from_an_out_of_date_one(tmp_pa
         excluded = conn.execute("SELECT * FROM calibrated_exclusions").df()
     assert set(states["model"]) == {"newcomer-a", "newcomer-b"}
     assert states["status"].str.startswith("calibrated (thin evidence)").all() and (states["fit"] == "good").all()
-    assert states.set_index("model").loc["newcomer-a", "outside_reason"].startswith("model_too_few_families")
-    assert states.set_index("model").loc["newcomer-b", "outside_reason"].startswith("new since the fit")
+    measured = states[states["observed"]].set_index("model")
+    assert measured.loc["newcomer-a", "outside_reason"].startswith("model_too_few_families")
+    assert measured.loc["newcomer-b", "outside_reason"].startswith("new since the fit")
+    # newcomer-b was measured at high only; its default setting (every API model has one) is placed through the
+    # reasoning structure, without results, never eligible
+    unmeasured = states[~states["observed"]]
+    assert list(zip(unmeasured["model"], unmeasured["reasoning_state"])) == [("newcomer-b", "default")]
+    assert (unmeasured["n_obs"] == 0).all() and unmeasured["status"].str.contains("predicted setting").all()
     assert np.isfinite(states["display_mean"]).all() and not states["eligible"].any()
     assert len(cells) == len(states) * len(si.families) and int(cells["observed"].sum()) == 3
     assert excluded.set_index("model").loc["newcomer-c", "reason"].startswith("no observation on a family in the fit")

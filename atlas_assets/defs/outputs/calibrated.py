@@ -25,6 +25,7 @@ import pandas as pd
 from dagster_duckdb import DuckDBResource
 
 from atlas_assets.defs.outputs.assets import _md, _registry_benchmarks, _stamp, publishable_inputs
+from atlas_assets.defs.outputs.predicted_states import _registry
 from atlas_assets.storage import replace_tables
 
 OBSERVATION_COLUMNS = "model, reasoning_state, family, kind, u, correct, items, floor"
@@ -45,6 +46,26 @@ def _read(duckdb: DuckDBResource) -> tuple[pd.DataFrame, pd.DataFrame | None]:
         except duckdb_module.Error:
             audit = None
     return observations, audit
+
+
+def _unmeasured_settings(observations: pd.DataFrame, model_config: dict, registry) -> tuple[dict, pd.DataFrame]:
+    """Per calibrated model, the settings it plausibly has without results (the registry rule of predicted_states:
+    atlas_assets/outputs/predicted_states.py), and the implausible ones as calibrated_exclusions rows."""
+    from atlas_assets.defs.outputs.predicted_states import plausibility
+    from atlas_assets.outputs.calibrate import EXCLUSION_COLUMNS
+
+    if observations.empty:
+        return {}, pd.DataFrame(columns=EXCLUSION_COLUMNS)
+    states = observations[["model", "reasoning_state"]].drop_duplicates()
+    models = observations.groupby("model", as_index=False)["released_on"].first()
+    plaus = plausibility(states, models, model_config, registry)
+    placed = plaus[plaus["plausible"]]
+    unmeasured = placed.groupby("model")["reasoning_state"].agg(list).to_dict()
+    rejected = plaus[~plaus["plausible"]]
+    not_placed = pd.DataFrame({"model": rejected["model"], "reasoning_state": rejected["reasoning_state"], "family": None,
+                               "n_obs": 0, "reason": "unmeasured setting not placed: " + rejected["basis"]},
+                              columns=EXCLUSION_COLUMNS)
+    return unmeasured, not_placed
 
 
 @dg.asset(
@@ -73,8 +94,10 @@ def calibrated_states(context: dg.AssetExecutionContext, duckdb: DuckDBResource)
     candidates = cal_mod.candidate_observations(family_observations, si.observations, si.families, audit)
     released = candidates.observations.groupby("model")["released_on"].first().to_dict()
     priors = cal_mod.theta_priors_from_fit(loaded, draws.n_draws, released, cfg["calibrate"])
+    unmeasured, not_placed = _unmeasured_settings(candidates.observations, si.config, _registry(duckdb))
     calibration = cal_mod.calibrate(draws, reasoning, si.families, candidates.observations, seed=int(cfg["draws"]["seed"]),
-                                    theta_priors=priors)
+                                    theta_priors=priors, unmeasured=unmeasured)
+    exclusions = pd.concat([candidates.exclusions, not_placed], ignore_index=True)
     rules = model_cfg.get("eligibility", {})
     interval = float(model_cfg["display"].get("interval", 0.9))
     top_k = int(model_cfg["display"].get("top_k", 10))
@@ -88,7 +111,7 @@ def calibrated_states(context: dg.AssetExecutionContext, duckdb: DuckDBResource)
         cells = pd.DataFrame(columns=["model", "reasoning_state", "state_pos", "family", "observed", "ppp", "path"])
     seconds = time.perf_counter() - started
     tables = {"calibrated_states": _stamp(states, fit_dir), "calibrated_cell_predictions": _stamp(cells, fit_dir),
-              "calibrated_exclusions": _stamp(candidates.exclusions, fit_dir)}
+              "calibrated_exclusions": _stamp(exclusions, fit_dir)}
     with duckdb.get_connection() as conn:
         replace_tables(conn, tables)
     n_models = int(states["model"].nunique()) if len(states) else 0
@@ -98,6 +121,8 @@ def calibrated_states(context: dg.AssetExecutionContext, duckdb: DuckDBResource)
         "calibrated_models": n_models,
         "rank_eligible_states": int(states["eligible"].sum()) if len(states) else 0,
         "not_calibrated": dg.MetadataValue.json(candidates.exclusions["reason"].value_counts().to_dict()),
+        "unmeasured_settings_placed": int((~states["observed"].astype(bool)).sum()) if len(states) else 0,
+        "settings_not_placed": len(not_placed),
         "seconds": round(seconds, 2),
         "seconds_per_50_models": round(50 * seconds / max(n_models, 1), 2),
         "min_feedback_ess_share": float(states["feedback_ess_share"].min()) if len(states) else float("nan"),

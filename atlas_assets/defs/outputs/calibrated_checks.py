@@ -15,7 +15,8 @@ MIN_REASONING_TERM_ESS_SHARE = 0.1
 
 
 @dg.asset_check(asset="calibrated_states", blocking=True, description="Calibrated states are outside the fit, each "
-                "once, flagged 'calibrated (thin evidence)' with the gate in its status; display summaries finite and "
+                "once, flagged 'calibrated (thin evidence)' with the gate in its status (a plausible setting without "
+                "results: 'predicted setting', n_obs 0, never eligible, of a model with a measured state); display summaries finite and "
                 "ordered; rank probabilities only where the rank-eligibility gate passes, in [0, 1]; every model of "
                 "family_observations outside the fit is calibrated or named in calibrated_exclusions (none dropped "
                 "silently); one fit for the three tables.")
@@ -38,9 +39,17 @@ def calibrated_states_valid(duckdb: DuckDBResource) -> dg.AssetCheckResult:
     if len(states):
         if not (states["path"] == PATH).all() or not states["status"].str.startswith(STATUS).all():
             problems.append(f"rows without path {PATH!r} or status {STATUS!r}")
+        measured = states["observed"].astype(bool)
         gated = states["status"].str.contains("below the rank-eligibility gate")
-        if (gated == states["eligible"]).any():
+        if (gated == states["eligible"])[measured].any():
             problems.append("status and eligibility disagree")
+        unmeasured = states[~measured]
+        if unmeasured["eligible"].any() or not unmeasured["status"].str.contains("predicted setting").all() \
+                or (unmeasured["n_obs"] != 0).any() or (states.loc[measured, "n_obs"] < 1).any():
+            problems.append("a state without results must have n_obs 0, status 'predicted setting' and no eligibility "
+                            "(and one with results n_obs >= 1)")
+        if not set(unmeasured["model"]) <= set(states.loc[measured, "model"]):
+            problems.append("an unmeasured setting of a model with no measured state (nothing to place it from)")
         ranked = states["p_rank1"].notna()
         if (ranked != states["eligible"]).any():
             problems.append("rank probabilities must be given exactly for rank-eligible states")
@@ -52,7 +61,7 @@ def calibrated_states_valid(duckdb: DuckDBResource) -> dg.AssetCheckResult:
         [*_ordered("display_lower", "display_median", "display_upper"),
          Expectation("ExpectColumnValuesToBeBetween", column="p_rank1", min_value=0, max_value=1),
          Expectation("ExpectColumnValuesToBeBetween", column="feedback_ess_share", min_value=0, max_value=1),
-         Expectation("ExpectColumnValuesToBeBetween", column="n_obs", min_value=1)],
+         Expectation("ExpectColumnValuesToBeBetween", column="n_obs", min_value=0)],
         suite_name="calibrated_states",
     ) if len(states) else dg.AssetCheckResult(passed=True)
     return _combine(result, problems, {"calibrated_states": len(states), "excluded_rows": len(excluded)})
