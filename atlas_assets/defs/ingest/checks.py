@@ -1,5 +1,7 @@
 """Checks beside the ingest assets: freshness and provenance per source; table expectations on raw_scores."""
 
+import datetime as dt
+import os
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
@@ -10,6 +12,35 @@ from atlas_assets.ingest.records import FILE_ERROR_REASONS, KEPT_ROWS_REASONS, U
 from atlas_assets.quality.expectations import Expectation, validate_frame
 
 SOURCE_CLASSES = ["model_release", "evaluator_release", "benchmark_release"]
+
+# Freshness: a source whose newest snapshot has stayed the same for longer than this is flagged (WARN).
+MAX_SNAPSHOT_AGE_ENV = "ATLAS_MAX_SNAPSHOT_AGE_DAYS"
+DEFAULT_MAX_SNAPSHOT_AGE_DAYS = 14.0
+
+
+def max_snapshot_age_days() -> float:
+    """The configured age (days) after which a source without new content is stale: $ATLAS_MAX_SNAPSHOT_AGE_DAYS,
+    else 14."""
+    value = os.environ.get(MAX_SNAPSHOT_AGE_ENV, "").strip()
+    if not value:
+        return DEFAULT_MAX_SNAPSHOT_AGE_DAYS
+    try:
+        days = float(value)
+    except ValueError:
+        raise ValueError(f"{MAX_SNAPSHOT_AGE_ENV}={value!r}: expected a number of days") from None
+    if not days > 0:
+        raise ValueError(f"{MAX_SNAPSHOT_AGE_ENV}={value!r}: expected a positive number of days")
+    return days
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _age_days(since: str, now: dt.datetime) -> float:
+    start = dt.datetime.fromisoformat(since)
+    start = start if start.tzinfo else start.replace(tzinfo=dt.timezone.utc)  # recorded in UTC
+    return (now - start).total_seconds() / 86400.0
 PROTOCOLS = ["single", "average", "consensus", "best_of_n"]
 
 
@@ -83,7 +114,58 @@ def build_source_checks(spec: SourceSpec) -> list[dg.AssetChecksDefinition]:
                       "problems": _listing(found, limit=50)},
         )
 
-    return [fresh_download_parsed, snapshot_recorded, every_file_read]
+    @dg.asset_check(asset=spec.asset_name, name="scrape_succeeded", description=
+                    "The latest scrape of the source downloaded something (ERROR when the download itself failed: source "
+                    "down, 404 or 5xx after the retries, timeout, truncated body, size cap). The last good snapshot stays "
+                    "in use and downstream keeps running on it; an unusable download is fresh_download_parsed's WARN.")
+    def scrape_succeeded(duckdb: DuckDBResource) -> dg.AssetCheckResult:
+        with duckdb.get_connection() as conn:
+            latest = conn.execute(
+                """SELECT status, retrieved_at, origin, error FROM source_snapshots
+                   WHERE source = ? ORDER BY retrieved_at DESC, rowid DESC LIMIT 1""", [spec.name],
+            ).fetchone()
+            in_use = conn.execute(
+                f"SELECT DISTINCT snapshot_sha256 FROM {spec.staging_table} ORDER BY 1").fetchall()
+        if latest is None:
+            return dg.AssetCheckResult(passed=False, metadata={"error": "no scrape recorded"})
+        status, attempted_at, origin, error = latest
+        return dg.AssetCheckResult(
+            passed=status != "fetch_failed",
+            metadata={"status": status or "unknown", "attempted_at": attempted_at, "origin": origin,
+                      "error": (error or "none") if status == "fetch_failed" else "none",
+                      "snapshots_in_use": ", ".join(r[0] or "NULL" for r in in_use) or "none"},
+        )
+
+    @dg.asset_check(asset=spec.asset_name, name="snapshot_not_stale", description=
+                    "The source produced new content within the configured age (ATLAS_MAX_SNAPSHOT_AGE_DAYS, default 14 "
+                    "days): WARN when its newest good snapshot was first retrieved longer ago, whether the source kept "
+                    "serving the same bytes or the scrapes since then failed.")
+    def snapshot_not_stale(duckdb: DuckDBResource) -> dg.AssetCheckResult:
+        max_age = max_snapshot_age_days()
+        with duckdb.get_connection() as conn:
+            # the newest good snapshot, and when this stretch of it began (after the last different good one)
+            row = conn.execute(
+                """WITH good AS (SELECT sha256, retrieved_at FROM source_snapshots
+                                 WHERE source = ? AND parsed_ok AND sha256 IS NOT NULL AND coalesce(score_rows, 0) > 0),
+                        newest AS (SELECT sha256 FROM good ORDER BY retrieved_at DESC LIMIT 1),
+                        other AS (SELECT max(retrieved_at) AS since FROM good WHERE sha256 <> (SELECT sha256 FROM newest))
+                   SELECT (SELECT sha256 FROM newest), min(retrieved_at), max(retrieved_at) FROM good
+                   WHERE sha256 = (SELECT sha256 FROM newest) AND retrieved_at > coalesce((SELECT since FROM other), '')""",
+                [spec.name],
+            ).fetchone()
+            last_attempt = conn.execute("SELECT max(retrieved_at) FROM source_snapshots WHERE source = ?", [spec.name]).fetchone()[0]
+        if row is None or row[0] is None:
+            return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.WARN,
+                                       metadata={"error": "no good snapshot yet", "max_age_days": max_age})
+        sha256, first_seen, last_seen = row
+        age = _age_days(first_seen, _utc_now())
+        return dg.AssetCheckResult(
+            passed=age <= max_age, severity=dg.AssetCheckSeverity.WARN,
+            metadata={"newest_snapshot": sha256, "first_retrieved_at": first_seen, "last_retrieved_at": last_seen,
+                      "last_attempt_at": last_attempt or "none", "age_days": round(age, 6), "max_age_days": max_age},
+        )
+
+    return [fresh_download_parsed, snapshot_recorded, every_file_read, scrape_succeeded, snapshot_not_stale]
 
 
 source_checks = [check for spec in SOURCES for check in build_source_checks(spec)]
