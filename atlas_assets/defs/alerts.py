@@ -1,12 +1,22 @@
 """Alerts: a line in a local alerts log (ATLAS_HOME/alerts.log, JSON per line) for every failed run, naming
 the failed steps and every check that did not pass in it (a failed blocking check fails its run, so it is
 always reported; WARN checks that did not pass in a failed run are listed too). The daemon evaluates the
-sensor (`dagster dev` starts one); a mail or chat hook would read the same lines."""
+sensor (`dagster dev` starts one); a mail or chat hook would read the same lines.
+
+Dead runs: a run whose process was killed (a CLI run, or a run the daemon launched) stays STARTED and keeps
+its `duckdb` pool slot. Dagster's run monitoring fails such runs only when the run launcher can tell a dead
+worker, which the default launcher cannot; `ProcessCheckedRunLauncher` (dagster.yaml `run_launcher`) can:
+it finds the run's process id in its event log and looks the process up on this machine. Run monitoring
+then fails the run (and the sensor above reports it), and `free_slots_after_run_end_seconds` frees its slots.
+"""
 
 import json
+import os
 from datetime import datetime, timezone
+from pathlib import Path
 
 import dagster as dg
+from dagster._core.launcher import CheckRunHealthResult, DefaultRunLauncher, WorkerStatus
 
 from atlas_assets import settings
 
@@ -54,3 +64,66 @@ def run_failure_alerts(context: dg.RunFailureSensorContext) -> None:
     alert = failure_alert(context.instance, context.dagster_run, message)
     write_alert(alert)
     context.log.info(f"alert written to {alerts_log_path()}: {alert['failed_steps']} {alert['failed_checks']}")
+
+
+# A process that started this long after the run recorded its id is another process under a reused id.
+PID_REUSE_SLACK_SECONDS = 2.0
+
+
+def run_process(instance: dg.DagsterInstance, run_id: str) -> tuple[int, float] | None:
+    """The process that executes a run, from its event log: (pid, when it was recorded), or None if not yet known.
+    The first engine event with a `pid` is the run worker ("Started process for run", or the CLI's
+    "Executing steps in process")."""
+    for record in instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT).records:
+        event = record.event_log_entry.dagster_event
+        pid = event.engine_event_data.metadata.get("pid") if event and event.engine_event_data else None
+        if pid is not None:
+            return int(pid.value), record.event_log_entry.timestamp
+    return None
+
+
+def _process_start_time(pid: int) -> tuple[str, float] | None:
+    """(state, start time as epoch seconds) of a process from /proc, or None where /proc cannot tell."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
+    except (OSError, IndexError, StopIteration, ValueError):
+        return None
+    return fields[0], boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+
+
+def process_alive(pid: int, recorded_at: float) -> bool:
+    """Whether the process that recorded `pid` at `recorded_at` still runs on this machine: not gone, not a zombie,
+    and not a newer process that reuses the id."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # another user's process: it exists
+    found = _process_start_time(pid)
+    if found is None:
+        return True
+    state, started = found
+    return state not in ("Z", "X") and started <= recorded_at + PID_REUSE_SLACK_SECONDS
+
+
+class ProcessCheckedRunLauncher(DefaultRunLauncher):
+    """Dagster's default launcher, plus a worker health check for run monitoring: a STARTED run whose process is
+    gone from this machine is reported FAILED (whoever started it: the daemon, the UI or the CLI). A run whose
+    process is not known yet counts as running. Process ids are looked up on the machine that runs the daemon:
+    with runs on several hosts, use a launcher of the platform that runs them (docker, k8s) instead."""
+
+    @property
+    def supports_check_run_worker_health(self) -> bool:
+        return True
+
+    def check_run_worker_health(self, run: dg.DagsterRun) -> CheckRunHealthResult:
+        found = run_process(self._instance, run.run_id)
+        if found is None:
+            return CheckRunHealthResult(WorkerStatus.RUNNING, "no run process recorded yet")
+        pid, recorded_at = found
+        if process_alive(pid, recorded_at):
+            return CheckRunHealthResult(WorkerStatus.RUNNING, f"run process {pid} is running", run_worker_id=str(pid))
+        return CheckRunHealthResult(WorkerStatus.FAILED, f"run process {pid} is gone (killed or crashed) on "
+                                    f"{os.uname().nodename}", run_worker_id=str(pid))
