@@ -7,7 +7,6 @@
 -- Rules (each a CTE, applied in this order; a row is charged to the first rule that drops it):
 --   unknown_model_id          the published identifier is not in registry_model_ids
 --   unmapped_model            registry_model_ids.model is NULL
---   unmapped_reasoning_state  registry_model_ids.reasoning_state is NULL
 --   conflict_blocks_state     (when conflict_blocks_state) another configuration of the same
 --                             model, state and benchmark ended as a stage-3 conflict: a
 --                             conflicted cell is not filled in from another configuration
@@ -16,6 +15,11 @@
 --                             that reports the benchmark for more models: only the state's
 --                             best ranked setup is pooled (ranked per benchmark by models, ties
 --                             by setup name); provider routes of that setup collapse to their median
+-- A known model whose setting is not known (registry_model_ids.reasoning_state NULL: Epoch's
+-- '_unknown', '-webapp') is kept in the state 'unknown', one per model (its configurations pool as
+-- any state's do): a run at one of the model's settings, which one unknown. It is not fitted
+-- (stage 6 audits it) and is placed downstream as a mixture over the model's settings
+-- (atlas_assets/outputs/unknown_settings.py, docs/reasoning_states.md).
 -- Pooling (harness_pooling): 'median_all' (default, seed 000 section 3): the median over every
 -- harness configuration of the state; 'most_models_setup' (seed 001): the median over the
 -- configurations of the one setup kept by other_setup.
@@ -24,7 +28,9 @@
 CREATE OR REPLACE TEMP TABLE _pooled_decisions AS
 WITH
 cells AS (
-    SELECT c.*, m.model_id IS NOT NULL AS registered, m.model, m.reasoning_state, NULL::VARCHAR AS reason
+    SELECT c.*, m.model_id IS NOT NULL AS registered, m.model,
+           CASE WHEN m.model IS NOT NULL THEN coalesce(m.reasoning_state, 'unknown') END AS reasoning_state,
+           NULL::VARCHAR AS reason
     FROM resolved_cells AS c
     LEFT JOIN registry_model_ids AS m USING (model_id)
 ),
@@ -38,19 +44,15 @@ unmapped_model AS (
     SELECT * REPLACE (coalesce(reason, CASE WHEN model IS NULL THEN 'unmapped_model' END) AS reason)
     FROM unknown_model_id
 ),
-unmapped_reasoning_state AS (
-    SELECT * REPLACE (coalesce(reason, CASE WHEN reasoning_state IS NULL THEN 'unmapped_reasoning_state' END) AS reason)
-    FROM unmapped_model
-),
 conflicted_states AS (
-    SELECT DISTINCT m.model, m.reasoning_state, a.benchmark
+    SELECT DISTINCT m.model, coalesce(m.reasoning_state, 'unknown') AS reasoning_state, a.benchmark
     FROM audit_conflicts AS a
     JOIN registry_model_ids AS m USING (model_id)
     WHERE getvariable('conflict_blocks_state')
 ),
 conflict_blocks_state AS (
     SELECT c.* REPLACE (coalesce(c.reason, CASE WHEN x.model IS NOT NULL THEN 'conflict_blocks_state' END) AS reason)
-    FROM unmapped_reasoning_state AS c
+    FROM unmapped_model AS c
     LEFT JOIN conflicted_states AS x
       ON x.model = c.model AND x.reasoning_state = c.reasoning_state AND x.benchmark = c.benchmark
 ),

@@ -9,6 +9,9 @@
 --   model_too_few_families  the model is observed on fewer than min_families_per_model families,
 --                           counted across all its reasoning states (a sparse state borrows
 --                           from its model)
+-- Before the rounds, rows of the state 'unknown' (a known model, setting not known; stage 4) are
+-- set aside, audited as unknown_reasoning_state: the fit needs each row's setting, and they do not
+-- count towards any coverage rule.
 -- Every rule removes a whole family or a whole model, so the rounds run on the (model, family)
 -- incidence with the range of u per pair; the rows follow their pair.
 -- All three rules are monotone (removing rows can only make them fire more), so applying them
@@ -23,6 +26,7 @@ WITH RECURSIVE
 model_family AS (
     SELECT model, family, min(u) AS u_min, max(u) AS u_max, count(*) AS n_rows
     FROM family_observations
+    WHERE reasoning_state <> 'unknown'
     GROUP BY model, family
 ),
 rounds(iteration, model, family, u_min, u_max, n_rows, reason, changed) AS (
@@ -70,6 +74,7 @@ kept AS (
 ),
 observations AS (
     SELECT f.* FROM family_observations AS f SEMI JOIN kept USING (model, family)
+    WHERE f.reasoning_state <> 'unknown'
 )
 SELECT o.model, o.reasoning_state, o.family, o.kind,
        CASE WHEN o.kind = 'rating'
@@ -88,6 +93,13 @@ SELECT 'modeled_observations', r.reason, f.model || ' / ' || f.reasoning_state |
        f.row_keys, NULL, f.family, NULL, f.model, f.u,
        to_json({iteration: r.iteration, reasoning_state: f.reasoning_state, kind: f.kind, n_components: f.n_components})
 FROM (SELECT * FROM _coverage_rounds WHERE reason IS NOT NULL) AS r
-JOIN family_observations AS f USING (model, family);
+JOIN family_observations AS f USING (model, family)
+WHERE f.reasoning_state <> 'unknown';
+INSERT INTO audit_exclusions
+SELECT 'modeled_observations', 'unknown_reasoning_state', f.model || ' / ' || f.reasoning_state || ' :: ' || f.family,
+       f.row_keys, NULL, f.family, NULL, f.model, f.u,
+       to_json({iteration: 0, reasoning_state: f.reasoning_state, kind: f.kind, n_components: f.n_components})
+FROM family_observations AS f
+WHERE f.reasoning_state = 'unknown';
 
 DROP TABLE _coverage_rounds;

@@ -38,9 +38,8 @@ in each row's `basis`:
 Over-inclusion (a model that dropped a level its provider kept) is possible; every row is flagged
 "predicted setting", never rank-eligible and never a headline.
 
-`unknown_setting_draws` is the proposal for an `_unknown`-setting run of a fitted model: a
-mixture over the model's plausible settings (observed and predicted), equal prior weight, or a
-per-draw posterior over settings when the caller passes log-likelihoods of the run's own scores.
+An `_unknown`-setting run of a fitted model is placed as a mixture over its observed and plausible
+settings (`unknown_setting_candidates`, `candidate_phi`; the mixture itself: outputs/unknown_settings.py).
 
 Pure functions of arrays and frames; the Dagster asset is `atlas_assets.defs.outputs.predicted_states`.
 """
@@ -428,14 +427,6 @@ def predict_states(post: ReasoningPosterior, draws: PosteriorDraws, si, outputs_
 # ----------------------------------------------------------------------------------------------- unknown settings
 
 
-@dataclass(frozen=True)
-class UnknownSetting:
-    phi: np.ndarray            # (D,) capability draws of the unknown-setting run
-    settings: list[str]        # the candidate settings (the model's observed and plausible ones)
-    picked: np.ndarray         # (D,) index into `settings` of each draw's setting
-    weights: np.ndarray        # (D, n) per-draw probability of each setting
-
-
 def unknown_setting_candidates(states: pd.DataFrame, plausibility: pd.DataFrame, model: str) -> list[str]:
     """The settings an unknown-setting run of `model` may have used: its observed states and its plausible
     predicted ones, in the fit's setting order (`states`: the fit's; `plausibility`: `setting_plausibility`)."""
@@ -444,23 +435,9 @@ def unknown_setting_candidates(states: pd.DataFrame, plausibility: pd.DataFrame,
     return seen + [s for s in more if s not in seen]
 
 
-def unknown_setting_draws(post: ReasoningPosterior, si, model: str, candidates: Sequence[str], seed: int = 0,
-                          log_weights: np.ndarray | None = None) -> UnknownSetting:
-    """Capability of a run of fitted `model` whose setting is unknown (`_unknown`, web app): a mixture over
-    `candidates` (the model's observed settings plus its plausible predicted ones, e.g. from
-    `setting_plausibility`), equal prior weight. Per draw one setting is picked and that setting's phi draw
-    (the fit's own for an observed state, the predicted one otherwise) is taken. `log_weights` (D, n): e.g.
-    the log-likelihood of the run's own scores under each candidate, making the weights a per-draw posterior
-    over which setting was used (calibrate-in can pass them)."""
-    candidates = list(dict.fromkeys(candidates))
-    if not candidates:
-        raise ValueError(f"no candidate settings for {model!r}")
-    layout = state_layout(si, pd.DataFrame({"model": model, "reasoning_state": candidates}))
-    phis = phi_draws(post, layout, seed)
-    D, n = phis.shape
-    lw = np.zeros((D, n)) if log_weights is None else np.asarray(log_weights, dtype=float).reshape(D, n)
-    w = np.exp(lw - lw.max(axis=1, keepdims=True))
-    w /= w.sum(axis=1, keepdims=True)
-    rng = np.random.default_rng([int(seed), zlib.crc32(model.encode()), 15])
-    picked = np.minimum((np.cumsum(w, axis=1) < rng.random(D)[:, None]).sum(axis=1), n - 1)
-    return UnknownSetting(phis[np.arange(D), picked], candidates, picked, w)
+def candidate_phi(post: ReasoningPosterior, si, model: str, candidates: Sequence[str], seed: int = 0) -> np.ndarray:
+    """(D, C) capability draws of fitted `model` at each candidate setting: the fit's own phi where observed, the
+    structure's prediction (`phi_draws`) otherwise; what an unknown-setting run is mixed over
+    (outputs/unknown_settings.py)."""
+    layout = state_layout(si, pd.DataFrame({"model": model, "reasoning_state": list(dict.fromkeys(candidates))}))
+    return phi_draws(post, layout, seed)

@@ -127,6 +127,14 @@ ARTIFACTS: tuple[Artifact, ...] = (
     Artifact("predicted_state_cells", "table", "Cells of the predicted reasoning settings.",
              _cols("model reasoning_state family pred_mean:float lower_90:float upper_90:float"),
              required=False, order_by=("model", "reasoning_state", "family")),
+    Artifact("unknown_setting_states", "table", "Runs of fitted models whose reasoning setting is not known, placed "
+             "as a mixture over the model's settings weighted by the run's own scores (never a headline).",
+             _cols("model reasoning_state status n_obs:int candidates most_probable_setting most_probable_share:float "
+                   "setting_probabilities display_mean:float display_lower:float display_upper:float"),
+             required=False, order_by=("model",)),
+    Artifact("unknown_setting_cells", "table", "Cells of the unknown-setting runs.",
+             _cols("model reasoning_state family pred_mean:float lower_90:float upper_90:float"),
+             required=False, order_by=("model", "family")),
     Artifact("validation_metrics", "table", "Per study and method: RMSE, MAE, CRPS, Spearman and interval coverage "
              "of held-out cells.",
              _cols("study method n_cells:int n_folds:int rmse:float mae:float rmse_points:float mae_points:float "

@@ -94,6 +94,26 @@ def test_a_sparse_state_borrows_from_its_model():
     assert exclusions(conn, "modeled_observations") == {}
 
 
+def test_unknown_setting_rows_are_not_fitted_and_do_not_count_for_coverage():
+    # m1's only second family is an unknown-setting run: it must not keep m1 in the fit
+    p = Panel()
+    for fam in ("A", "B"):
+        p.benchmark(fam)
+    p.model("m1").model("m1_unknown", "m1", None).model("m2").model("m3")
+    p.score("m1", "A", 0.3)
+    p.score("m1_unknown", "B", 0.4)
+    for m, a, b in (("m2", 0.5, 0.7), ("m3", 0.2, 0.6)):
+        p.score(m, "A", a)
+        p.score(m, "B", b)
+    conn = run(p)
+    assert {row[0] for row in kept(conn)} == {"m2", "m3"}
+    assert table(conn, "SELECT count(*) FROM family_observations WHERE reasoning_state = 'unknown'") == [(1,)]
+    assert exclusions(conn, "modeled_observations") == {
+        "m1 / default :: A": "model_too_few_families",
+        "m1 / unknown :: B": "unknown_reasoning_state",
+    }
+
+
 def test_thresholds_come_from_config():
     conn = run(cascade_panel(), CASCADE.replace(min_models_per_family=4))
     assert kept(conn) == []

@@ -44,12 +44,22 @@ def test_unmapped_identifiers_are_excluded_with_a_reason():
     p.score("nostate", "gpqa", 0.5)
     p.score("unknown", "gpqa", 0.5)
     conn = run(p)
-    assert table(conn, "SELECT count(*) FROM pooled_states") == [(0,)]
+    # a known model whose setting is not known is kept, in the state 'unknown' (not invented, not lost)
+    assert table(conn, "SELECT model, reasoning_state, score FROM pooled_states") == [("x", "unknown", 0.5)]
     assert exclusions(conn, "pooled_states") == {
         "nomodel :: gpqa": "unmapped_model",
-        "nostate :: gpqa": "unmapped_reasoning_state",
         "unknown :: gpqa": "unknown_model_id",
     }
+
+
+def test_configurations_of_unknown_setting_pool_into_one_unknown_state():
+    p = Panel().benchmark("gpqa").model("x_unknown", "x", None).model("x-webapp", "x", None).model("x_high", "x", "high")
+    p.score("x_unknown", "gpqa", 0.50)
+    p.score("x-webapp", "gpqa", 0.60)
+    p.score("x_high", "gpqa", 0.70)
+    conn = run(p)
+    assert table(conn, "SELECT reasoning_state, score, n_configs FROM pooled_states ORDER BY 1") == [
+        ("high", 0.70, 1), ("unknown", 0.55, 2)]
 
 
 def test_a_conflicted_configuration_blocks_its_state():

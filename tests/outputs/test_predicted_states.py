@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import json
+
 import arviz as az
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -16,6 +19,7 @@ from atlas_assets.model.stan_data import build_stan_data, load_model_config
 from atlas_assets.outputs.draws import PosteriorDraws, typical_items
 from atlas_assets.outputs.predicted_states import (
     STATUS,
+    candidate_phi,
     phi_draws,
     predict_states,
     reasoning_posterior,
@@ -24,8 +28,8 @@ from atlas_assets.outputs.predicted_states import (
     state_layout,
     state_phi,
     unknown_setting_candidates,
-    unknown_setting_draws,
 )
+from atlas_assets.outputs.unknown_settings import mixture
 from tests.outputs.tiny import config as outputs_config
 
 # orthonormal polynomial contrasts over six equally spaced levels, written out (R's contr.poly(6))
@@ -298,13 +302,14 @@ def test_unknown_setting_mixture(panel):
     plaus = pd.DataFrame({"model": model, "reasoning_state": extra + ["enabled"], "plausible": [True, False]})
     candidates = unknown_setting_candidates(si.states, plaus, model)
     assert candidates == seen + extra
-    mix = unknown_setting_draws(post, si, model, candidates, seed=4)
+    phis = candidate_phi(post, si, model, candidates, seed=4)
+    mix = mixture(model, candidates, phis, seed=4)
     each = phi_draws(post, state_layout(si, pd.DataFrame({"model": model, "reasoning_state": mix.settings})), seed=4)
     np.testing.assert_array_equal(mix.phi, each[np.arange(len(mix.phi)), mix.picked])
     assert set(mix.picked) == set(range(len(candidates)))                      # equal prior weights
     lw = np.full((post.n_draws, len(candidates)), -50.0)
     lw[:, 1] = 0.0
-    sure = unknown_setting_draws(post, si, model, candidates, seed=4, log_weights=lw)
+    sure = mixture(model, candidates, phis, lw, seed=4)
     assert (sure.picked == 1).all()
 
 
@@ -374,6 +379,15 @@ def test_asset_writes_three_tables_of_one_fit_and_its_checks_pass(panel, tmp_pat
                                              "released_on": pd.Timestamp("2025-01-01") + pd.to_timedelta(
                                                  np.arange(len(models)), unit="D")}))
         conn.execute("CREATE TABLE registry_models AS SELECT * FROM frame")
+        # unknown-setting runs (state 'unknown', kept by cleaning, not fitted): two of a fitted model on fitted
+        # families, one on a family the fit lacks, one of a model outside the fit (calibrate-in's business)
+        obs = si.observations
+        mine = obs[obs["model"] == obs["model"].iloc[0]].drop_duplicates("family").head(2)
+        unknown = pd.concat([mine.assign(reasoning_state="unknown"),
+                             mine.head(1).assign(reasoning_state="unknown", family="not_fitted"),
+                             mine.head(1).assign(reasoning_state="unknown", model="outside")], ignore_index=True)
+        conn.register("frame", unknown[["model", "reasoning_state", "family", "kind", "u", "correct", "items", "floor"]])
+        conn.execute("CREATE TABLE family_observations AS SELECT * FROM frame")
     instance = dg.DagsterInstance.ephemeral()
     instance.report_runless_asset_event(
         dg.AssetMaterialization("capability_fit", metadata={"fit_dir": dg.MetadataValue.path(str(fit_dir))}))
@@ -391,3 +405,11 @@ def test_asset_writes_three_tables_of_one_fit_and_its_checks_pass(panel, tmp_pat
                  "predicted_state_cells UNION ALL SELECT fit FROM predicted_state_exclusions)") == [("synthetic",)]
         # a ladder level came from the provider's publications, not only the defaults
         assert q("SELECT count(*) FROM predicted_states WHERE reasoning_state <> 'default'")[0][0] > 0
+        unknown_states = conn.execute("SELECT * FROM unknown_setting_states").df()
+        assert unknown_states["model"].tolist() == [obs["model"].iloc[0]]
+        row = unknown_states.iloc[0]
+        assert row["n_obs"] == 2 and row["rows_not_used"] == 1 and not row["eligible"]
+        probabilities = json.loads(row["setting_probabilities"])
+        assert abs(sum(probabilities.values()) - 1) < 1e-6 and row["most_probable_setting"] in probabilities
+        assert set(probabilities) >= set(si.states.loc[si.states["model"] == row["model"], "reasoning_state"])
+        assert q("SELECT count(*) FROM unknown_setting_cells")[0][0] == len(si.families)

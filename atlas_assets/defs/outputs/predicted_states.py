@@ -59,6 +59,44 @@ def plausibility(states: pd.DataFrame, models: pd.DataFrame, model_config: dict,
                                 overrides.reasoning_products, dates)
 
 
+UNKNOWN_ROWS = ("SELECT model, reasoning_state, family, kind, u, correct, items, floor FROM family_observations "
+                "WHERE reasoning_state = 'unknown'")
+
+
+def _unknown_settings(duckdb: DuckDBResource, si, post, draws, plaus: pd.DataFrame, cfg: dict,
+                      scales: pd.DataFrame | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Unknown-setting runs of fitted models (state 'unknown', kept by sql/04, not fitted): each placed as a mixture
+    over the model's observed and plausible settings weighted by its own scores (outputs/unknown_settings.py)."""
+    from atlas_assets.outputs.calibrate import likelihood_pieces
+    from atlas_assets.outputs.predicted_states import candidate_phi, predicted_cells, unknown_setting_candidates
+    from atlas_assets.outputs.unknown_settings import STATUS, place, placement_table
+
+    with duckdb.get_connection() as conn:
+        try:
+            rows = conn.execute(UNKNOWN_ROWS).df()
+        except duckdb_module.Error:
+            rows = pd.DataFrame(columns=["model", "reasoning_state", "family"])
+    rows = rows[rows["model"].isin(set(si.models["model"]))]
+    on_fit = rows[rows["family"].isin(set(si.families["family"]))]
+    pieces = likelihood_pieces(on_fit, si.families) if len(on_fit) else on_fit.assign(drop_reason=[])
+    usable = pieces[pieces["drop_reason"].isna()]
+    seed = int(cfg["draws"]["seed"])
+    placements = [place(model, candidates, candidate_phi(post, si, model, candidates, seed), model_rows, draws,
+                        si.families, seed)
+                  for model, model_rows in usable.groupby("model", sort=True)
+                  for candidates in [unknown_setting_candidates(si.states, plaus, model)]]
+    table = placement_table(placements, usable, draws, float(si.config["display"].get("interval", 0.9)), "fitted model")
+    not_used = rows.groupby("model").size() - usable.groupby("model").size().reindex(rows["model"].unique(), fill_value=0)
+    table["rows_not_used"] = table["model"].map(not_used).fillna(0).astype(int)
+    if not placements:
+        return table, pd.DataFrame(columns=["model", "reasoning_state", "family", "status"])
+    phi = np.column_stack([p.phi for p in placements])
+    cells = predicted_cells(table, phi, draws, si.families, si.observations, si.states, cfg, scales)
+    cells["status"] = STATUS
+    cells = cells.rename(columns={"pred_pos": "unknown_pos"})
+    return table, cells
+
+
 @dg.asset(
     deps=["capability_scores"],
     pool="duckdb",
@@ -69,7 +107,9 @@ def plausibility(states: pd.DataFrame, models: pd.DataFrame, model_config: dict,
     "effect + the model's ladder amplitude/curvature on the level's contrasts (prior draws when the model has none) or "
     "an off-ladder deviation from the setting's learned spread; display scale per draw, 90% intervals, rank "
     "probabilities among the other models' headlines; flagged 'predicted setting', never eligible. Their cells "
-    "(predicted_state_cells, the columns of cell_predictions) and the pairs not predicted (predicted_state_exclusions).",
+    "(predicted_state_cells, the columns of cell_predictions) and the pairs not predicted (predicted_state_exclusions). "
+    "Runs of fitted models whose setting is unknown (state 'unknown'): a mixture over the model's observed and "
+    "plausible settings weighted per draw by the run's own scores (unknown_setting_states, unknown_setting_cells).",
 )
 def predicted_states(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
     from atlas_assets.outputs.cell_predictions import family_score_scales
@@ -87,8 +127,10 @@ def predicted_states(context: dg.AssetExecutionContext, duckdb: DuckDBResource) 
             f"phi rebuilt from the posterior's primitives differs from fit {fit_dir.name}'s phi by "
             f"{result.reconstruction_error:.3g} on an observed state (tolerance {RECONSTRUCTION_TOLERANCE:g}): the "
             "reconstruction no longer matches stan/atlas.stan, nothing published"))
+    unknown, unknown_cells = _unknown_settings(duckdb, si, post, draws, plaus, cfg, scales)
     tables = {"predicted_states": _stamp(result.states, fit_dir), "predicted_state_cells": _stamp(result.cells, fit_dir),
-              "predicted_state_exclusions": _stamp(result.exclusions, fit_dir)}
+              "predicted_state_exclusions": _stamp(result.exclusions, fit_dir),
+              "unknown_setting_states": _stamp(unknown, fit_dir), "unknown_setting_cells": _stamp(unknown_cells, fit_dir)}
     with duckdb.get_connection() as conn:
         replace_tables(conn, tables)
     pred = result.states
@@ -104,6 +146,10 @@ def predicted_states(context: dg.AssetExecutionContext, duckdb: DuckDBResource) 
         "not_predicted": len(result.exclusions),
         "registry_tables_read": dg.MetadataValue.json([k for k, v in registry.items() if v is not None]),
         "reconstruction_max_abs_error": float(result.reconstruction_error),
+        "unknown_setting_runs": len(unknown),
+        "unknown_setting_runs_placed": dg.MetadataValue.md(unknown[[
+            "model", "n_obs", "most_probable_setting", "most_probable_share", "display_mean", "display_lower",
+            "display_upper", "rows_not_used"]].to_markdown(index=False, floatfmt=".3g")) if len(unknown) else "none",
         "seconds": round(result.seconds, 2),
         "draws_used": draws.n_draws,
         "highest": _md(pred.sort_values("display_mean", ascending=False)[
