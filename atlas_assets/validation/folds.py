@@ -260,13 +260,71 @@ def _state_ensembles(refit, heldout: pd.DataFrame, rng: np.random.Generator, see
     return out
 
 
+def _unknown_label_check(refit, heldout: pd.DataFrame, rng: np.random.Generator, seed: int,
+                         intervals) -> dict[str, Any]:
+    """The placement of unknown-setting runs (outputs/unknown_settings.py), validated on hidden states: half of
+    each hidden state's cells (at least one; seeded) are relabelled 'unknown' and placed as a mixture over the
+    model's refit states and the hidden setting, weighted by those cells; the other half are predicted from the
+    mixture, from the true label through the structure (what a correct label would give), and from the pinned
+    state as is. Scalars for validation_folds: cells, RMSE points, CRPS, 90% coverage per method, and the mean
+    posterior weight the mixture puts on the true setting."""
+    from atlas_assets.outputs.calibrate import likelihood_pieces
+    from atlas_assets.outputs.cell_model import predictive
+    from atlas_assets.outputs.draws import from_fit, observation_items
+    from atlas_assets.outputs.predicted_states import candidate_phi, reasoning_posterior, state_phi
+    from atlas_assets.outputs.unknown_settings import place
+    from atlas_assets.validation.metrics import study_metrics
+
+    draws, si = from_fit(refit), refit.stan_input
+    post = reasoning_posterior(refit.idata)
+    pinned = si.states[si.states["pinned"]].set_index("model")
+    family_pos = si.families.set_index("family")["family_pos"]
+    on_fit = heldout[heldout["family"].isin(family_pos.index)].reset_index(drop=True)
+    items = observation_items(on_fit)
+    targets, ensembles, true_weight = [], {"unknown_mixture": [], "true_label": [], "pinned_state": []}, []
+    for (model, state), cells in on_fit.groupby(["model", "reasoning_state"], sort=True):
+        if model not in pinned.index or len(cells) < 2:
+            continue
+        order = cells.index.to_numpy()[rng.permutation(len(cells))]
+        evidence, target = order[: len(order) // 2], order[len(order) // 2:]
+        candidates = list(dict.fromkeys(si.states.loc[si.states["model"] == model, "reasoning_state"].tolist() + [state]))
+        pieces = likelihood_pieces(on_fit.loc[evidence], si.families)
+        placed = place(model, candidates, candidate_phi(post, si, model, candidates, seed),
+                       pieces[pieces["drop_reason"].isna()], draws, si.families, seed)
+        true_weight.append(float(placed.weights[:, candidates.index(state)].mean()))
+        phis = {"unknown_mixture": placed.phi, "true_label": state_phi(post, si, model, state, seed),
+                "pinned_state": draws.phi[:, int(pinned.loc[model, "state_pos"])]}
+        for i in target:
+            j = int(family_pos[on_fit.at[i, "family"]])
+            for name, phi in phis.items():
+                eta = draws.beta[:, [j]] * (phi[:, None] - draws.b[:, [j]])
+                ensembles[name].append(predictive(rng, eta, draws.family(j, si.families), items[[i]])[:, 0])
+            targets.append(i)
+    if not targets:
+        return {"unknown_label_cells": 0}
+    cells = on_fit.loc[targets].reset_index(drop=True)
+    out: dict[str, Any] = {"unknown_label_cells": int((cells["kind"] == "bounded").sum()),
+                           "unknown_label_true_setting_weight": round(float(np.mean(true_weight)), 4)}
+    for name, columns in ensembles.items():
+        scored = pd.concat([cells[["kind", "u"]], cell_scores(cells["u"].to_numpy(float), np.column_stack(columns),
+                                                               intervals)], axis=1)
+        m = study_metrics(scored, intervals)
+        out.update({f"unknown_label_{name}_rmse_points": round(float(m["rmse_points"]), 3),
+                    f"unknown_label_{name}_crps": round(float(m["crps"]), 5),
+                    f"unknown_label_{name}_coverage_90": round(float(m["coverage_90"]), 4)})
+    return out
+
+
 def _state_predictions(split: Split, observations: pd.DataFrame, refit, validation_cfg, seed: int) -> tuple[pd.DataFrame, dict]:
     train = observations[split.train].reset_index(drop=True)
     heldout = observations[split.heldout].reset_index(drop=True)
     rng = np.random.default_rng(seed)
     ensembles = _state_ensembles(refit, heldout, rng, seed)
     ensembles["family_mean"] = baselines.family_mean_ensemble(train, heldout, rng, ensembles["atlas"].shape[0])
-    return _score(split, heldout, ensembles, validation_cfg)
+    out, info = _score(split, heldout, ensembles, validation_cfg)
+    intervals = [float(x) for x in validation_cfg["intervals"]]
+    info.update(_unknown_label_check(refit, heldout, np.random.default_rng(seed + 1), seed, intervals))
+    return out, info
 
 
 def _family_ranks(split: Split, observations: pd.DataFrame, refit, validation_cfg) -> pd.DataFrame:

@@ -3,12 +3,10 @@ off-ladder spread, the registry rule, cells, determinism, the unknown-setting mi
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-import json
-
 import arviz as az
-
 import numpy as np
 import pandas as pd
 import pytest
