@@ -15,6 +15,7 @@ from atlas_assets.defs.ingest.assets import raw_scores, source_assets
 from atlas_assets.defs.ingest import checks as ingest_checks
 from atlas_assets.defs.registry import checks as registry_checks
 from atlas_assets.defs.registry.assets import registry_benchmarks, registry_model_ids
+from atlas_assets.ingest.fetch import mirror_path
 from atlas_assets.resources import build_resources
 from tests.conftest import MIRROR, PROJECT_ROOT
 
@@ -59,8 +60,14 @@ def test_real_sources_arrive_with_provenance(ingested):
     epoch_sha = hashlib.sha256(EPOCH_ZIP.read_bytes()).hexdigest()
     swe_sha = hashlib.sha256(SWE_JSON.read_bytes()).hexdigest()
     snapshots = dict(conn.execute("SELECT source, sha256 FROM source_snapshots").fetchall())
-    assert snapshots == {"epoch_hub": epoch_sha, "swe_bench": swe_sha}
+    assert {k: snapshots[k] for k in ("epoch_hub", "swe_bench")} == {"epoch_hub": epoch_sha, "swe_bench": swe_sha}
     assert dict(conn.execute("SELECT source, any_value(snapshot_sha256) FROM raw_scores GROUP BY 1").fetchall()) == snapshots
+    # a multi-document source: its snapshot is the bundle, whose documents are the mirror's files byte for byte
+    documents = conn.execute("SELECT source, snapshot_sha256, url, sha256 FROM source_documents ORDER BY 1, 3").fetchall()
+    assert {row[0] for row in documents} == {"aider", "tau2_bench", "arc_prize"}
+    for source, bundle, url, sha in documents:
+        assert bundle == snapshots[source]
+        assert sha == hashlib.sha256(mirror_path(MIRROR, url).read_bytes()).hexdigest(), url
 
     per_source = dict(conn.execute("SELECT source, count(*) FROM raw_scores GROUP BY 1").fetchall())
     assert per_source["epoch_hub"] >= 3316  # every row with a model version and a numeric headline, plus secondary columns
