@@ -304,3 +304,42 @@ def test_bundle_with_a_missing_document_is_not_read(tmp_path):
     path.unlink()
     with pytest.raises(BundleError, match="document models.json .* is missing"):
         read_bundle(fetcher.store, result.sha256)
+
+
+def test_a_bundle_source_that_loses_a_document_falls_back_to_its_last_good_bundle(tmp_path, monkeypatch):
+    import dagster as dg
+    import duckdb
+
+    from atlas_assets import settings
+    from atlas_assets.defs.ingest.assets import raw_scores, source_assets
+    from atlas_assets.defs.ingest.checks import source_checks
+    from atlas_assets.resources import build_resources
+
+    monkeypatch.setenv("ATLAS_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("ATLAS_DUCKDB", raising=False)
+    monkeypatch.setenv("ATLAS_MIRROR", str(tmp_path / "mirror"))
+    asset = next(a for a in source_assets if a.key.to_user_string() == "aider_scores")
+    checks = [c for c in source_checks if next(iter(c.check_keys)).asset_key.to_user_string() == "aider_scores"]
+
+    def run():
+        result = dg.materialize([asset, raw_scores, *checks], resources=build_resources(), raise_on_error=False)
+        assert result.success
+        with duckdb.connect(str(settings.duckdb_path()), read_only=True) as conn:
+            rows = conn.execute("SELECT file, count(*), any_value(snapshot_sha256) FROM raw_scores GROUP BY 1 ORDER BY 1").fetchall()
+        return result, rows, {e.check_name: e for e in result.get_asset_check_evaluations()}
+
+    _write(tmp_path / "mirror", aider.BASE_URL, {"polyglot_leaderboard.yml": POLYGLOT.encode(),
+                                                 "edit_leaderboard.yml": EDIT.encode()})
+    _, good, found = run()
+    assert [(f, n) for f, n, _ in good] == [("edit_leaderboard.yml", 1), ("polyglot_leaderboard.yml", 2)]
+    assert found["fresh_download_parsed"].passed and found["snapshot_recorded"].passed
+    bundle = good[0][2]
+    # the edit board disappears upstream: the retrieval fails as a whole, naming the document, and the
+    # source keeps the rows of its last good bundle (WARN), both documents' rows included
+    mirror_path(tmp_path / "mirror", aider.BASE_URL + "edit_leaderboard.yml").unlink()
+    _, after, found = run()
+    assert after == good and {sha for _, _, sha in after} == {bundle}
+    fresh = found["fresh_download_parsed"]
+    assert not fresh.passed and fresh.severity == dg.AssetCheckSeverity.WARN
+    assert "document edit_leaderboard.yml of the bundle" in fresh.metadata["error"].value
+    assert found["snapshot_recorded"].passed
