@@ -50,9 +50,28 @@ class ProtocolScreen(Strict):
     range_slack_fraction: Number = Field(ge=0)
 
 
+VERIFICATION_CLASSES = ("independent", "community", "vendor_reported", "unverified")
+
+
 class Resolution(Strict):
     consensus_span_fraction: Number = Field(ge=0, le=1)
     stderr_multiplier: Number = Field(ge=0)
+    verification_order: list[Literal["independent", "community", "vendor_reported", "unverified"]]
+    source_trust_order: list[str] = Field(min_length=1)
+
+    @field_validator("verification_order")
+    @classmethod
+    def _every_class_once(cls, value: list[str]) -> list[str]:
+        if sorted(value) != sorted(VERIFICATION_CLASSES):
+            raise ValueError(f"must list each of {list(VERIFICATION_CLASSES)} exactly once, best first")
+        return value
+
+    @field_validator("source_trust_order")
+    @classmethod
+    def _sources_once(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("lists a source twice")
+        return value
 
 
 class Pooling(Strict):

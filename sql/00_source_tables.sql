@@ -4,7 +4,7 @@
 -- One row per published score: one (source, file, row, score column).
 CREATE TABLE IF NOT EXISTS raw_scores (
     row_key           VARCHAR PRIMARY KEY,  -- '<source>/<file>#<row_number>/<benchmark>'
-    source            VARCHAR NOT NULL,     -- 'epoch_hub' | 'swe_bench'
+    source            VARCHAR NOT NULL,     -- 'epoch_hub' | 'swe_bench' | 'aider' | 'tau2_bench' | 'arc_prize'
     source_class      VARCHAR NOT NULL,     -- 'model_release' | 'evaluator_release' | 'benchmark_release'
     snapshot_sha256   VARCHAR NOT NULL,     -- content hash of the download the row came from
     file              VARCHAR NOT NULL,     -- file inside the download ('gpqa_diamond.csv', 'leaderboards.json:Verified')
@@ -24,7 +24,8 @@ CREATE TABLE IF NOT EXISTS raw_scores (
     released_on       DATE,                 -- model release date as published
     organization      VARCHAR,
     origin            VARCHAR,              -- upstream leaderboard or paper named by the source, when given
-    origin_url        VARCHAR
+    origin_url        VARCHAR,
+    verification_class VARCHAR              -- who checked it (seed 002): 'independent' | 'community' | 'vendor_reported' | 'unverified'
 );
 
 -- Every row or field the parsers could not use, with the reason.
@@ -79,6 +80,9 @@ CREATE TABLE IF NOT EXISTS registry_files (
     organization_column VARCHAR,
     origin_column      VARCHAR,
     origin_url_column  VARCHAR,
+    verification_class VARCHAR,             -- the file's verification class, when it is not its source class's default
+    republishes_source VARCHAR,             -- the file copies another source's file (same runs): its source ...
+    republishes_file   VARCHAR,             -- ... and file; a copied row and its original are reports of one cell
     PRIMARY KEY (source, file)
 );
 
@@ -141,6 +145,23 @@ CREATE TABLE IF NOT EXISTS source_snapshots (
     run_id        VARCHAR,
     status        VARCHAR                   -- 'parsed' | 'parsed_with_file_errors' | 'rejected_shrunk' | 'parse_failed' | 'fetch_failed'
 );
+-- Multi-document sources (one snapshot per retrieval covering several documents): the documents of
+-- each stored bundle. The bundle's sha256 is the snapshot_sha256 of its rows; each document is also
+-- stored under its own sha256.
+CREATE TABLE IF NOT EXISTS source_documents (
+    snapshot_sha256 VARCHAR NOT NULL,       -- the bundle (source_snapshots.sha256)
+    source          VARCHAR NOT NULL,
+    document        VARCHAR NOT NULL,       -- name relative to the source's base URL ('edit_leaderboard.yml')
+    url             VARCHAR NOT NULL,
+    sha256          VARCHAR NOT NULL,       -- the document's own content hash
+    bytes           BIGINT NOT NULL,
+    PRIMARY KEY (snapshot_sha256, document)
+);
+-- Databases created before verification classes / republished files / multi-document sources.
+ALTER TABLE raw_scores ADD COLUMN IF NOT EXISTS verification_class VARCHAR;
+ALTER TABLE registry_files ADD COLUMN IF NOT EXISTS verification_class VARCHAR;
+ALTER TABLE registry_files ADD COLUMN IF NOT EXISTS republishes_source VARCHAR;
+ALTER TABLE registry_files ADD COLUMN IF NOT EXISTS republishes_file VARCHAR;
 -- Databases created before failed attempts were recorded.
 ALTER TABLE source_snapshots ADD COLUMN IF NOT EXISTS status VARCHAR;
 ALTER TABLE source_snapshots ALTER COLUMN sha256 DROP NOT NULL;

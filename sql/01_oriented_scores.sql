@@ -14,7 +14,7 @@ CREATE OR REPLACE TEMP TABLE _oriented_decisions AS
 WITH
 scores AS (
     SELECT r.row_key, r.source, r.source_class, r.model_id, r.harness, r.benchmark,
-           r.score, r.stderr, r.shots, r.sampling_protocol, r.evaluated_on,
+           r.score, r.stderr, r.shots, r.sampling_protocol, r.evaluated_on, r.file, r.verification_class,
            b.benchmark IS NOT NULL AS registered, b.direction, b.range_min, b.range_max, b.is_composite,
            NULL::VARCHAR AS reason
     FROM raw_scores AS r
@@ -47,7 +47,7 @@ CREATE OR REPLACE TABLE oriented_scores AS
 SELECT row_key, source, source_class, model_id, harness, benchmark,
        CASE direction WHEN 'lower' THEN range_min + range_max - score ELSE score END AS score,
        score AS score_published,
-       direction, stderr, shots, sampling_protocol, evaluated_on
+       direction, stderr, shots, sampling_protocol, evaluated_on, file, verification_class
 FROM _oriented_decisions
 WHERE reason IS NULL;
 

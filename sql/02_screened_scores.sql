@@ -95,7 +95,8 @@ SELECT * FROM bounds_suspect;
 
 CREATE OR REPLACE TABLE screened_scores AS
 SELECT row_key, source, source_class, model_id, harness, benchmark, score, score_published,
-       direction, stderr, shots, sampling_protocol, effective_protocol, sampling_class, evaluated_on
+       direction, stderr, shots, sampling_protocol, effective_protocol, sampling_class, evaluated_on,
+       file, verification_class
 FROM _screened_decisions
 WHERE reason IS NULL;
 

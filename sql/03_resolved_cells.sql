@@ -1,8 +1,15 @@
 -- Stage 3 of the cleaning chain: duplicate resolution.
 -- In:  screened_scores, registry_benchmarks.
 -- Out: resolved_cells, one row per configuration x benchmark cell
---      (configuration = published model_id + harness, '' read as none; grain: model_id, harness, benchmark),
+--      (configuration = published model_id + harness, '' read as none; grain: config_id, benchmark),
 --      plus audit_conflicts (every report of every cell that stayed in conflict).
+-- Republished results: a file that copies another source's file (registry_files.republishes_*: Epoch's
+--   aider_polyglot_external.csv copies Aider's board, arc_agi*_external.csv ARC Prize's) and the file it
+--   copies carry the same runs under different identifiers. Their rows are keyed by the canonical
+--   configuration instead (registry model @ reasoning state, its thinking budget when the identifier
+--   names one (16K and 32K are both 'high' but different runs), + harness) when the registry maps the
+--   identifier, so a copy and its original are two reports of ONE cell (consensus, tiebreak, conflict),
+--   never two configurations (two votes).
 -- Agreement of two reports a, b of one cell:
 --   |a - b| <= max(consensus_span_fraction * span,
 --                  stderr_multiplier * sqrt(se_a^2 + se_b^2)   -- only when both publish a stderr)
@@ -15,12 +22,17 @@
 --                      then mixed shot counts resolve to the benchmark's modal shot count, or,
 --                      when the cell lacks it, to the cell's regime most common on the benchmark
 --                      ('non_modal_shots'; unpublished shots are not a regime and stay);
---                      if the remaining reports agree: their median
+--                      then, while the remaining reports still disagree, the preference of seed 002,
+--                      one step at a time: the best verification class ('weaker_verification';
+--                      order verification_order), the newest evaluation date ('older_evaluation'; a
+--                      report without a date is not newer than a dated one), the most trusted source
+--                      ('lower_source_trust'; order source_trust_order);
+--                      if the remaining reports agree: their median (resolution 'tiebreak')
 --   majority           otherwise, with >= 3 remaining reports, exactly one report whose removal
 --                      leaves only agreeing pairs is removed ('majority_outlier'): median of the rest
 --   conflict           otherwise every report of the cell is excluded ('unresolved_conflict')
 --                      and listed in audit_conflicts
--- Variables: consensus_span_fraction, stderr_multiplier.
+-- Variables: consensus_span_fraction, stderr_multiplier, verification_order, source_trust_order.
 
 CREATE OR REPLACE TEMP TABLE _resolved_decisions AS
 WITH
@@ -39,14 +51,32 @@ benchmark_shot_regimes AS (
     WHERE shots IS NOT NULL
     GROUP BY benchmark, shots
 ),
+shared_files AS (
+    -- files that republish another source's file, and the files they republish
+    SELECT source, file FROM registry_files WHERE republishes_source IS NOT NULL
+    UNION
+    SELECT republishes_source, republishes_file FROM registry_files WHERE republishes_source IS NOT NULL
+),
+keyed AS (
+    SELECT s.*,
+           CASE WHEN f.file IS NOT NULL AND m.model IS NOT NULL AND m.reasoning_state IS NOT NULL
+                THEN m.model || ' @ ' || m.reasoning_state || coalesce(' ' || m.budget_tokens || ' tokens', '')
+                ELSE s.model_id END
+           || coalesce(' | ' || nullif(s.harness, ''), '') AS config_id
+    FROM screened_scores AS s
+    LEFT JOIN shared_files AS f USING (source, file)
+    LEFT JOIN registry_model_ids AS m ON f.file IS NOT NULL AND m.model_id = s.model_id
+),
 reports AS (
     SELECT s.row_key, s.source, s.source_class, s.model_id, nullif(s.harness, '') AS harness, s.benchmark,
-           s.model_id || coalesce(' | ' || nullif(s.harness, ''), '') AS config_id,
-           s.model_id || chr(31) || coalesce(s.harness, '') || chr(31) || s.benchmark AS cell,
-           s.score, s.stderr, s.shots, s.effective_protocol,
+           s.config_id,
+           s.config_id || chr(31) || s.benchmark AS cell,
+           s.score, s.stderr, s.shots, s.effective_protocol, s.evaluated_on, s.verification_class,
+           coalesce(list_position(getvariable('verification_order'), s.verification_class), 99) AS class_rank,
+           coalesce(list_position(getvariable('source_trust_order'), s.source), 99) AS trust_rank,
            sp.span, sr.regime_rank,
-           count(*) OVER (PARTITION BY s.model_id, coalesce(s.harness, ''), s.benchmark) AS n_reports
-    FROM screened_scores AS s
+           count(*) OVER (PARTITION BY s.config_id, s.benchmark) AS n_reports
+    FROM keyed AS s
     JOIN benchmark_span AS sp USING (benchmark)
     LEFT JOIN benchmark_shot_regimes AS sr USING (benchmark, shots)
 ),
@@ -91,19 +121,63 @@ modal_shot_regime AS (
              THEN 'non_modal_shots' ELSE set_aside_by END AS set_aside_by)
     FROM average_beats_single
 ),
-survivor_pairs AS (
-    SELECT p.*
+-- (b) preference (seed 002), applied one step at a time while the remaining reports still disagree
+disagree_after_shots AS (
+    SELECT DISTINCT p.cell
     FROM report_pairs AS p
     JOIN modal_shot_regime AS a ON a.row_key = p.key_a AND a.set_aside_by IS NULL
     JOIN modal_shot_regime AS b ON b.row_key = p.key_b AND b.set_aside_by IS NULL
+    WHERE NOT p.agree
+),
+prefer_verification AS (
+    SELECT * REPLACE (
+        CASE WHEN set_aside_by IS NULL AND cell IN (SELECT cell FROM disagree_after_shots)
+              AND class_rank > min(CASE WHEN set_aside_by IS NULL THEN class_rank END) OVER (PARTITION BY cell)
+             THEN 'weaker_verification' ELSE set_aside_by END AS set_aside_by)
+    FROM modal_shot_regime
+),
+disagree_after_verification AS (
+    SELECT DISTINCT p.cell
+    FROM report_pairs AS p
+    JOIN prefer_verification AS a ON a.row_key = p.key_a AND a.set_aside_by IS NULL
+    JOIN prefer_verification AS b ON b.row_key = p.key_b AND b.set_aside_by IS NULL
+    WHERE NOT p.agree
+),
+prefer_newer_evaluation AS (
+    SELECT * REPLACE (
+        CASE WHEN set_aside_by IS NULL AND cell IN (SELECT cell FROM disagree_after_verification)
+              AND coalesce(evaluated_on < newest_evaluation, newest_evaluation IS NOT NULL)
+             THEN 'older_evaluation' ELSE set_aside_by END AS set_aside_by)
+    FROM (SELECT *, max(CASE WHEN set_aside_by IS NULL THEN evaluated_on END) OVER (PARTITION BY cell) AS newest_evaluation
+          FROM prefer_verification)
+),
+disagree_after_evaluation AS (
+    SELECT DISTINCT p.cell
+    FROM report_pairs AS p
+    JOIN prefer_newer_evaluation AS a ON a.row_key = p.key_a AND a.set_aside_by IS NULL
+    JOIN prefer_newer_evaluation AS b ON b.row_key = p.key_b AND b.set_aside_by IS NULL
+    WHERE NOT p.agree
+),
+prefer_source_trust AS (
+    SELECT * EXCLUDE (newest_evaluation) REPLACE (
+        CASE WHEN set_aside_by IS NULL AND cell IN (SELECT cell FROM disagree_after_evaluation)
+              AND trust_rank > min(CASE WHEN set_aside_by IS NULL THEN trust_rank END) OVER (PARTITION BY cell)
+             THEN 'lower_source_trust' ELSE set_aside_by END AS set_aside_by)
+    FROM prefer_newer_evaluation
+),
+survivor_pairs AS (
+    SELECT p.*
+    FROM report_pairs AS p
+    JOIN prefer_source_trust AS a ON a.row_key = p.key_a AND a.set_aside_by IS NULL
+    JOIN prefer_source_trust AS b ON b.row_key = p.key_b AND b.set_aside_by IS NULL
 ),
 protocol_tiebreak AS (
     SELECT *, 'tiebreak' AS resolution, set_aside_by AS reason
-    FROM modal_shot_regime
+    FROM prefer_source_trust
     WHERE cell NOT IN (SELECT cell FROM survivor_pairs WHERE NOT agree)
 ),
 still_contested AS (
-    SELECT * FROM modal_shot_regime WHERE cell IN (SELECT cell FROM survivor_pairs WHERE NOT agree)
+    SELECT * FROM prefer_source_trust WHERE cell IN (SELECT cell FROM survivor_pairs WHERE NOT agree)
 ),
 -- (c) majority: one report carrying every disagreement among >= 3 survivors
 survivor_disagreements AS (
@@ -159,12 +233,15 @@ kept AS (
 -- most cells have one report: they skip the aggregation (same columns, same values)
 single_report_cells AS (
     SELECT model_id, harness, config_id, benchmark, score, stderr, shots, effective_protocol, resolution,
-           1 AS n_reports, 1 AS n_reports_cell, 0.0 AS spread, [row_key] AS row_keys
+           1 AS n_reports, 1 AS n_reports_cell, 0.0 AS spread, [row_key] AS row_keys,
+           verification_class, [source] AS sources
     FROM kept
     WHERE n_reports = 1
 ),
 multi_report_cells AS (
-    SELECT model_id, harness, any_value(config_id) AS config_id, benchmark,
+    -- a republished cell holds several published identifiers of one canonical configuration: all map
+    -- to the same model and state, the first (alphabetically) stands for them
+    SELECT min(model_id) AS model_id, harness, config_id, benchmark,
            median(score) AS score,
            median(stderr) AS stderr,
            CASE WHEN count(DISTINCT shots) = 1 THEN min(shots) END AS shots,
@@ -173,18 +250,23 @@ multi_report_cells AS (
            count(*) AS n_reports,
            any_value(n_reports) AS n_reports_cell,
            max(score) - min(score) AS spread,
-           list_sort(list(row_key)) AS row_keys
+           list_sort(list(row_key)) AS row_keys,
+           -- the strongest class among the reports behind the value (seed 002 order)
+           arg_min(verification_class, class_rank) AS verification_class,
+           list_sort(list(DISTINCT source)) AS sources
     FROM kept
     WHERE n_reports > 1
-    GROUP BY model_id, harness, benchmark
+    GROUP BY config_id, harness, benchmark
 )
 SELECT model_id, harness, config_id, benchmark, score, stderr, shots, effective_protocol, resolution,
-       n_reports::INTEGER AS n_reports, n_reports_cell::INTEGER AS n_reports_cell, spread, row_keys
-FROM (SELECT * FROM single_report_cells UNION ALL SELECT * FROM multi_report_cells);
+       n_reports::INTEGER AS n_reports, n_reports_cell::INTEGER AS n_reports_cell, spread, row_keys,
+       verification_class, sources
+FROM (SELECT * FROM single_report_cells UNION ALL BY NAME SELECT * FROM multi_report_cells);
 
 CREATE OR REPLACE TABLE audit_conflicts AS
 SELECT model_id, harness, config_id, benchmark, row_key, source, source_class, score, stderr, shots,
        effective_protocol AS sampling_protocol, set_aside_by, n_reports::INTEGER AS n_reports,
+       verification_class, evaluated_on,
        max(score) OVER (PARTITION BY cell) - min(score) OVER (PARTITION BY cell) AS cell_spread
 FROM _resolved_decisions
 WHERE resolution = 'conflict'
@@ -194,7 +276,8 @@ DELETE FROM audit_exclusions WHERE stage = 'resolved_cells';
 INSERT INTO audit_exclusions
 SELECT 'resolved_cells', reason, row_key, [row_key], benchmark, NULL, model_id, NULL, score,
        to_json({config_id: config_id, resolution: resolution, n_reports: n_reports, span: span,
-                stderr: stderr, shots: shots, shot_regime_rank: regime_rank, effective_protocol: effective_protocol})
+                stderr: stderr, shots: shots, shot_regime_rank: regime_rank, effective_protocol: effective_protocol,
+                source: source, verification_class: verification_class, evaluated_on: evaluated_on})
 FROM _resolved_decisions
 WHERE reason IS NOT NULL;
 

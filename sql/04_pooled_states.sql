@@ -23,7 +23,8 @@
 -- Pooling (harness_pooling): 'median_all' (default, seed 000 section 3): the median over every
 -- harness configuration of the state; 'most_models_setup' (seed 001): the median over the
 -- configurations of the one setup kept by other_setup.
--- Variables: conflict_blocks_state, harness_pooling.
+-- Each state carries the strongest verification class of the configurations pooled into it.
+-- Variables: conflict_blocks_state, harness_pooling, verification_order.
 
 CREATE OR REPLACE TEMP TABLE _pooled_decisions AS
 WITH
@@ -94,7 +95,7 @@ kept AS (
 one_configuration AS (
     SELECT model, reasoning_state, benchmark, score, stderr, 1 AS n_configs, [config_id] AS config_ids,
            [model_id] AS model_ids, [coalesce(harness, '(none)')] AS harnesses, [score] AS scores,
-           0.0 AS spread, 0.0 AS spread_unit, n_reports, row_keys
+           0.0 AS spread, 0.0 AS spread_unit, n_reports, row_keys, verification_class
     FROM kept
     WHERE n_configs = 1
 ),
@@ -110,15 +111,18 @@ several_configurations AS (
            max(k.score) - min(k.score) AS spread,
            (max(k.score) - min(k.score)) / nullif(any_value(b.range_max) - any_value(b.range_min), 0) AS spread_unit,
            sum(k.n_reports) AS n_reports,
-           list_sort(flatten(list(k.row_keys))) AS row_keys
+           list_sort(flatten(list(k.row_keys))) AS row_keys,
+           -- the strongest verification class among the configurations pooled (seed 002 order)
+           arg_min(k.verification_class,
+                   coalesce(list_position(getvariable('verification_order'), k.verification_class), 99)) AS verification_class
     FROM kept AS k
     JOIN registry_benchmarks AS b USING (benchmark)
     WHERE k.n_configs > 1
     GROUP BY k.model, k.reasoning_state, k.benchmark
 )
 SELECT model, reasoning_state, benchmark, score, stderr, n_configs::INTEGER AS n_configs, config_ids, model_ids,
-       harnesses, scores, spread, spread_unit, n_reports::INTEGER AS n_reports, row_keys
-FROM (SELECT * FROM one_configuration UNION ALL SELECT * FROM several_configurations);
+       harnesses, scores, spread, spread_unit, n_reports::INTEGER AS n_reports, row_keys, verification_class
+FROM (SELECT * FROM one_configuration UNION ALL BY NAME SELECT * FROM several_configurations);
 
 CREATE OR REPLACE TABLE audit_harness_spread AS
 SELECT model, reasoning_state, benchmark, n_configs, config_ids, model_ids, harnesses, scores,

@@ -33,7 +33,7 @@
 CREATE OR REPLACE TEMP TABLE _family_decisions AS
 WITH
 states AS (
-    SELECT p.model, p.reasoning_state, p.benchmark, p.score, p.n_configs, p.row_keys,
+    SELECT p.model, p.reasoning_state, p.benchmark, p.score, p.n_configs, p.row_keys, p.verification_class,
            b.family, b.role, b.kind, b.range_min, b.range_max, b.floor, b.items, b.is_safety, b.is_composite,
            NULL::VARCHAR AS reason
     FROM pooled_states AS p
@@ -167,7 +167,8 @@ WITH observations AS (
            CASE WHEN kind = 'bounded' AND items IS NOT NULL THEN round(u_benchmark * items) END::INTEGER AS correct,
            CASE WHEN kind = 'bounded' THEN items END::INTEGER AS items,
            CASE WHEN kind = 'bounded' THEN floor ELSE 0.0 END AS floor,
-           1 AS n_components, selection, [benchmark] AS benchmarks, n_configs::INTEGER AS n_configs, row_keys
+           1 AS n_components, selection, [benchmark] AS benchmarks, n_configs::INTEGER AS n_configs, row_keys,
+           verification_class
     FROM _family_scaled
 )
 SELECT o.model, o.reasoning_state, o.family, o.kind,
@@ -175,7 +176,7 @@ SELECT o.model, o.reasoning_state, o.family, o.kind,
             THEN coalesce((o.u - avg(o.u) OVER w) / nullif(stddev_samp(o.u) OVER w, 0), 0.0)
             ELSE o.u END AS u,
        o.correct, o.items, o.floor, o.n_components::INTEGER AS n_components,
-       o.selection, o.benchmarks, o.n_configs, o.row_keys
+       o.selection, o.benchmarks, o.n_configs, o.row_keys, o.verification_class
 FROM observations AS o
 WINDOW w AS (PARTITION BY o.family);
 

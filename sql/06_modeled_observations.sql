@@ -82,7 +82,7 @@ SELECT o.model, o.reasoning_state, o.family, o.kind,
             ELSE o.u END AS u,
        o.correct, o.items, o.floor, o.n_components,
        m.released_on,
-       o.selection, o.benchmarks, o.n_configs, o.row_keys
+       o.selection, o.benchmarks, o.n_configs, o.row_keys, o.verification_class
 FROM observations AS o
 LEFT JOIN registry_models AS m USING (model)
 WINDOW w AS (PARTITION BY o.family);

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,12 @@ class CleaningConfig:
     # duplicate resolution
     consensus_span_fraction: float = 0.02
     stderr_multiplier: float = 2.0
+    # preference when one best report is needed (seed 002): verification class, then newer evaluation,
+    # then source trust (SQL: list_position(getvariable(...), value))
+    verification_order: list[str] = field(
+        default_factory=lambda: ["independent", "community", "vendor_reported", "unverified"])
+    source_trust_order: list[str] = field(
+        default_factory=lambda: ["arc_prize", "aider", "tau2_bench", "swe_bench", "epoch_hub"])
     # harness pooling
     conflict_blocks_state: bool = True
     harness_pooling: str = "median_all"  # median_all (seed 000) | most_models_setup (seed 001)

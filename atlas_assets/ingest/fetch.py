@@ -14,6 +14,7 @@ import datetime as dt
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 from urllib.parse import urlsplit
 
 import dagster as dg
@@ -21,6 +22,7 @@ import httpx
 import tenacity
 
 from atlas_assets import settings
+from atlas_assets.ingest.bundles import Document, manifest_bytes
 from atlas_assets.ingest.snapshots import FetchRecord, SnapshotStore
 
 USER_AGENT = "benchmark-atlas/0.1 (+https://github.com/benchmark-atlas)"
@@ -53,9 +55,13 @@ class FetchResult:
     changed: bool  # content differs from the previous retrieval of this URL (True on the first)
     not_modified: bool  # the server answered 304 and the previous snapshot was reused
     previous_sha256: str | None
+    documents: tuple[Document, ...] = ()  # a multi-document source: the bundle's documents (sha256 = the bundle's)
+    changed_documents: tuple[str, ...] = ()  # ... and those whose content differs from their previous retrieval
 
     def metadata(self) -> dict[str, object]:
-        return {
+        extra = {"documents": len(self.documents),
+                 "documents_changed": sum(1 for d in self.documents if d.name in self.changed_documents)} if self.documents else {}
+        return extra | {
             "url": self.url,
             "retrieved_at": self.retrieved_at,
             "sha256": self.sha256,
@@ -137,6 +143,51 @@ class SourceFetcher(dg.ConfigurableResource):
             not_modified=record.not_modified,
             previous_sha256=previous.sha256 if previous else None,
         )
+
+    def fetch_bundle(self, source: str, base_url: str, names: list[str],
+                     discover: Callable[[dict[str, bytes]], list[str]] | None = None) -> FetchResult:
+        """Fetch the documents `names` (relative to `base_url`), then those `discover` names from their
+        contents (tau2-bench: the submissions its manifest lists), and store one bundle manifest over all
+        of them (atlas_assets/ingest/bundles.py). Any document that cannot be had fails the whole
+        retrieval (FetchError naming its URL), so the source falls back to its last good bundle."""
+        store = self.store
+        previous = store.last_good(base_url)
+        fetched: dict[str, FetchResult] = {}
+
+        def get(batch: list[str]) -> None:
+            for name in batch:
+                if name in fetched:
+                    continue
+                try:
+                    fetched[name] = self.fetch(base_url + name)
+                except FetchError as error:
+                    wrapped = FetchError(f"{source}: document {name} of the bundle: {error}", status=error.status)
+                    wrapped.attempt = FetchRecord(url=base_url, retrieved_at=utc_now(), sha256="", bytes=0,
+                                                  origin="mirror" if self.mirror else "live", status=error.status,
+                                                  error=str(wrapped))
+                    store.record(wrapped.attempt)
+                    raise wrapped from error
+
+        get(list(names))
+        if discover is not None:
+            # discover is lenient (an unreadable listing names nothing more); the parser then says why
+            get(list(discover({name: store.read(result.sha256) for name, result in fetched.items()})))
+        documents = [Document(name, result.url, result.sha256, result.bytes) for name, result in fetched.items()]
+        manifest = manifest_bytes(source, base_url, documents)
+        sha256, path = store.put(manifest)
+        origins = {result.origin for result in fetched.values()}
+        record = FetchRecord(url=base_url, retrieved_at=utc_now(), sha256=sha256, bytes=len(manifest),
+                             origin=origins.pop() if len(origins) == 1 else "mixed")
+        store.record(record)
+        result = FetchResult(
+            url=base_url, retrieved_at=record.retrieved_at, sha256=sha256, bytes=len(manifest), path=path,
+            origin=record.origin, changed=previous is None or previous.sha256 != sha256,
+            not_modified=all(r.not_modified for r in fetched.values()),
+            previous_sha256=previous.sha256 if previous else None,
+            documents=tuple(sorted(documents, key=lambda d: d.name)),
+            changed_documents=tuple(sorted(n for n, r in fetched.items() if r.changed)),
+        )
+        return result
 
     def _read_mirror(self, url: str) -> tuple[bytes, FetchRecord]:
         path = mirror_path(Path(self.mirror), url)

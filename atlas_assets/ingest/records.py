@@ -11,7 +11,7 @@ import pandas as pd
 RAW_SCORE_COLUMNS = [
     "row_key", "source", "source_class", "snapshot_sha256", "file", "row_number", "model_id",
     "model_name", "benchmark", "score_column", "score", "stderr", "ci_low", "ci_high", "shots",
-    "harness", "sampling_protocol", "evaluated_on", "released_on", "organization", "origin", "origin_url",
+    "harness", "sampling_protocol", "evaluated_on", "released_on", "organization", "origin", "origin_url", "verification_class",
 ]
 # One reported cost of one run, converted to US dollars per task by the column's registered unit
 # (usd_per_run is divided by the run's task count). The row identity matches raw_scores' (source, file,
@@ -26,7 +26,8 @@ AUDIT_COLUMNS = ["source", "snapshot_sha256", "file", "row_number", "field", "re
 # Reasons for which a whole file could not be read. Such a file yields no rows from this snapshot;
 # the ingest asset keeps the file's last good rows instead (defs/ingest/assets.py), and the WARN
 # check `every_file_read` names it.
-FILE_ERROR_REASONS = ("empty_file", "duplicate_header", "missing_key_column", "missing_headline_column")
+FILE_ERROR_REASONS = ("empty_file", "duplicate_header", "missing_key_column", "missing_headline_column",
+                      "unparsable_file")
 # Reasons the ingest asset adds when it keeps a file's last good rows.
 KEPT_ROWS_REASONS = ("vanished_file", "emptied_file", "kept_last_good_rows")
 # Rows that could not be read at all (as opposed to one field left empty).

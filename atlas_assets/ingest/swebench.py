@@ -4,7 +4,8 @@ Each board (bash-only, Verified, Lite, Test, Multimodal) is read as one register
 named `leaderboards.json:<board>`, each result object as one record. The model is the
 result's single `Model:` tag (a result built on several models is audited, not split);
 the submitted system is the harness; 'System: Attempts - 1' is a single attempt and
-'Attempts - 2'/'2+' a best-of-N protocol.
+'Attempts - 2'/'2+' a best-of-N protocol. A result the SWE-bench team marked `checked` is
+verification class community, any other unverified.
 """
 
 from __future__ import annotations
@@ -47,7 +48,10 @@ def identify(result: Mapping[str, Any]) -> tuple[str | None, str | None, str | N
 
 
 def enrich(result: Mapping[str, Any]) -> dict[str, Any]:
-    return {"sampling_protocol": attempts_protocol(_tags(result))}
+    # Verification (seed 002): a result the SWE-bench team marked `checked` is community-verified; any
+    # other is a team's own submission that nobody re-ran (unverified).
+    return {"sampling_protocol": attempts_protocol(_tags(result)),
+            "verification_class": "community" if result.get("checked") is True else "unverified"}
 
 
 def parse_leaderboards(content: bytes, registry, snapshot_sha256: str) -> ParseOutput:

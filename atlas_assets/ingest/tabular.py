@@ -130,6 +130,9 @@ def read_records(
         }
         if shared["origin"] is not None and shared["origin"].strip() in class_by_origin:
             shared["source_class"] = class_by_origin[shared["origin"].strip()]
+        # Who checked the score: the file's class, or its (possibly origin-overridden) source class's default;
+        # a source-specific rule in `enrich` (SWE-bench 'checked', tau2-bench's submitter) decides per row.
+        shared["verification_class"] = registry.verification_class(entry, shared["source_class"])
         if enrich is not None:
             shared.update(enrich(record))
 

@@ -32,7 +32,8 @@ BENCHMARK_COLUMNS = [
 FILE_COLUMNS = [
     "source", "file", "source_class", "sampling_protocol", "model_id_column", "model_name_column", "stderr_column",
     "ci_low_column", "ci_high_column", "shots_column", "harness_columns", "evaluated_on_column", "released_on_column",
-    "organization_column", "origin_column", "origin_url_column",
+    "organization_column", "origin_column", "origin_url_column", "verification_class", "republishes_source",
+    "republishes_file",
 ]
 COLUMN_COLUMNS = ["source", "file", "column", "use", "benchmark", "headline", "scale", "reason", "cost_unit", "tasks_column"]
 
@@ -47,13 +48,17 @@ CATEGORIES = {
     "coding", "agents", "math", "science", "reasoning", "knowledge", "language", "multimodal", "writing", "games",
     "cybersecurity", "long_context", "knowledge_work", "general",
 }
-SOURCES = {"epoch_hub", "swe_bench"}
+SOURCES = {"epoch_hub", "swe_bench", "aider", "tau2_bench", "arc_prize"}
 SOURCE_CLASSES = {"model_release", "evaluator_release", "benchmark_release"}
 USES = {"score", "cost", "auxiliary", "ignored"}
 # How a cost column is published: dollars per task, or for the whole run (divided by the task count:
 # the record's `tasks_column` when given, else the benchmark's registered item count).
 COST_UNITS = {"usd_per_task", "usd_per_run"}
-LAYOUTS = {"old", "new", "swe_bench"}
+LAYOUTS = {"old", "new", "swe_bench", "aider", "tau2_bench", "arc_prize"}
+# Who checked a score (seed 002), best first. The class of a row: the parser's per-row rule where the
+# source has one (SWE-bench `checked`, tau2-bench's submitter), else the file's `verification_class`,
+# else the default of the row's source class (top-level `verification.by_source_class`).
+VERIFICATION_CLASSES = ("independent", "community", "vendor_reported", "unverified")
 
 BENCHMARK_FIELDS_REQUIRED = {
     "name", "direction", "unit", "floor", "family", "role", "kind", "sampling_protocol", "category", "safety",
@@ -66,7 +71,14 @@ FILE_POINTER_FIELDS = [
 ]
 FILE_FIELDS = set(FILE_POINTER_FIELDS) | {
     "source_class", "sampling_protocol", "harness_columns", "columns", "source_class_by_origin", "layout", "notes",
+    "verification_class", "republishes",
 }
+VERIFICATION_FIELDS = {"by_source_class", "maintainers", "same_organization"}
+# Used when a registry has no `verification` section (small fixture registries): a third party's own run
+# is independent, a lab's number about its model vendor-reported, a leaderboard's number checked by its
+# maintainer (community). The packaged benchmarks.yaml states the same mapping explicitly.
+DEFAULT_VERIFICATION = {"by_source_class": {"evaluator_release": "independent", "model_release": "vendor_reported",
+                                            "benchmark_release": "community"}}
 COLUMN_FIELDS = {"use", "benchmark", "headline", "scale", "reason", "cost_unit", "tasks_column"}
 
 
@@ -83,6 +95,31 @@ class BenchmarkRegistry:
     path: Path | None = None
     # YAML-only per-file extras (source_class_by_origin, layout, notes), keyed by (source, file)
     file_extras: Mapping[tuple[str, str], dict] = field(default_factory=dict, repr=False)
+    # top-level `verification`: by_source_class (source class -> default verification class),
+    # maintainers (source -> organizations that maintain its benchmark), same_organization (groups of
+    # names of one organization)
+    verification: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+    def verification_class(self, entry: Mapping[str, Any], source_class: str) -> str:
+        """The class of a row of file `entry` whose (possibly origin-overridden) source class is given:
+        the file's `verification_class` when the row kept the file's source class, else the default
+        of its source class."""
+        if entry.get("verification_class") and source_class == entry.get("source_class"):
+            return entry["verification_class"]
+        return self.verification["by_source_class"][source_class]
+
+    def maintainers(self, source: str) -> set[str]:
+        return {name.casefold() for name in (self.verification.get("maintainers") or {}).get(source, [])}
+
+    def same_organization(self, a: str | None, b: str | None) -> bool:
+        """Two published organization names name one organization (equal ignoring case, or listed together)."""
+        if not a or not b:
+            return False
+        a, b = a.strip().casefold(), b.strip().casefold()
+        if a == b:
+            return True
+        return any(a in group and b in group for group in
+                   ({name.casefold() for name in g} for g in self.verification.get("same_organization") or []))
 
     def file_entry(self, source: str, file: str) -> dict | None:
         """The registry_files row of one file as a dict, plus YAML-only extras
@@ -116,10 +153,10 @@ def load_benchmark_registry(path: Path | None = None) -> BenchmarkRegistry:
     except yaml.YAMLError as exc:
         raise RegistryError(f"{path}: not valid YAML: {exc}") from exc
     validator = _Validator(path)
-    benchmarks, files, columns, extras = validator.build(document)
+    benchmarks, files, columns, extras, verification = validator.build(document)
     return BenchmarkRegistry(
         benchmarks=benchmarks, files=files, columns=columns, version=hashlib.sha256(raw).hexdigest(), path=path,
-        file_extras=extras,
+        file_extras=extras, verification=verification,
     )
 
 
@@ -153,7 +190,7 @@ class _Validator:
     def build(self, document: Any):
         if not isinstance(document, Mapping):
             raise self.fail("<root>", None, "expected a mapping with keys version, benchmarks, files")
-        unknown = set(document) - {"version", "benchmarks", "files"}
+        unknown = set(document) - {"version", "benchmarks", "files", "verification"}
         if unknown:
             raise self.fail("<root>", None, f"unknown top-level keys {sorted(unknown)}")
         for key in ("version", "benchmarks", "files"):
@@ -180,6 +217,13 @@ class _Validator:
                 column_rows.extend(cols)
                 extras[(source, str(file))] = extra
 
+        verification = self.verification(document.get("verification"))
+        registered_files = {(row["source"], row["file"]) for row in file_rows}
+        for row in file_rows:
+            if row["republishes_source"] is not None and (row["republishes_source"], row["republishes_file"]) not in registered_files:
+                raise self.fail(f"files.{row['source']}.{row['file']}", "republishes",
+                                f"names {row['republishes_source']}/{row['republishes_file']}, which is not a registered file")
+
         published = {row["benchmark"] for row in column_rows if row["use"] == "score"}
         orphans = sorted(defined - published)
         if orphans:
@@ -196,7 +240,31 @@ class _Validator:
         columns_df = pd.DataFrame(column_rows, columns=COLUMN_COLUMNS)
         columns_df["headline"] = columns_df["headline"].astype(bool)
         columns_df["scale"] = columns_df["scale"].astype("float64")
-        return benchmarks, files_df, columns_df, extras
+        return benchmarks, files_df, columns_df, extras, verification
+
+    def verification(self, section: Any) -> dict:
+        where = "verification"
+        if section is None:
+            section = DEFAULT_VERIFICATION
+        if not isinstance(section, Mapping):
+            raise self.fail(where, None, "expected a mapping with by_source_class (and optional maintainers, same_organization)")
+        unknown = set(section) - VERIFICATION_FIELDS
+        if unknown:
+            raise self.fail(where, sorted(unknown)[0], f"unknown field (allowed: {sorted(VERIFICATION_FIELDS)})")
+        defaults = section.get("by_source_class")
+        if not isinstance(defaults, Mapping) or set(defaults) != SOURCE_CLASSES:
+            raise self.fail(where, "by_source_class", f"must map every source class {sorted(SOURCE_CLASSES)} to a verification class")
+        for klass, value in defaults.items():
+            self.enum(f"{where}.by_source_class", klass, value, set(VERIFICATION_CLASSES))
+        maintainers = section.get("maintainers") or {}
+        if not isinstance(maintainers, Mapping) or not all(
+                source in SOURCES and isinstance(names, list) and all(isinstance(n, str) for n in names)
+                for source, names in maintainers.items()):
+            raise self.fail(where, "maintainers", f"expected source -> list of organization names (sources: {sorted(SOURCES)})")
+        groups = section.get("same_organization") or []
+        if not isinstance(groups, list) or not all(isinstance(g, list) and all(isinstance(n, str) for n in g) for g in groups):
+            raise self.fail(where, "same_organization", "expected a list of lists of organization names")
+        return {"by_source_class": dict(defaults), "maintainers": dict(maintainers), "same_organization": list(groups)}
 
     # -------------------------------------------------------------------------------- benchmarks
 
@@ -283,6 +351,19 @@ class _Validator:
         layout = entry.get("layout")
         if layout is not None:
             self.enum(where, "layout", layout, LAYOUTS)
+        verification_class = entry.get("verification_class")
+        if verification_class is not None:
+            self.enum(where, "verification_class", verification_class, set(VERIFICATION_CLASSES))
+        republishes = entry.get("republishes")
+        republishes_source = republishes_file = None
+        if republishes is not None:
+            # 'source/file': this file copies that file's results (the same runs), so the duplicate
+            # resolution treats a copied row and its original as reports of one cell, not two votes.
+            if not isinstance(republishes, str) or "/" not in republishes:
+                raise self.fail(where, "republishes", f"expected 'source/file' of the original, got {republishes!r}")
+            republishes_source, republishes_file = republishes.split("/", 1)
+            if republishes_source == source:
+                raise self.fail(where, "republishes", "a file republishes another source's file")
         by_origin = entry.get("source_class_by_origin") or {}
         if not isinstance(by_origin, Mapping):
             raise self.fail(where, "source_class_by_origin", "expected a mapping origin -> source_class")
@@ -333,7 +414,8 @@ class _Validator:
                 raise self.fail(where, field, f"points at score column {value!r}")
 
         file_row = dict(source=source, file=file, source_class=source_class, sampling_protocol=protocol,
-                        harness_columns=list(harness), **pointers)
+                        harness_columns=list(harness), verification_class=verification_class,
+                        republishes_source=republishes_source, republishes_file=republishes_file, **pointers)
         extras = {"source_class_by_origin": dict(by_origin), "layout": layout, "notes": entry.get("notes")}
         return file_row, column_rows, extras
 

@@ -107,6 +107,10 @@ class ReasoningRules:
     setting_word_regex: re.Pattern[str]
     suffix_rule_ids: frozenset[str]  # ids of setting_suffixes (Epoch's '_x' / '-x' forms)
     why_by_rule: Mapping[str, str] = field(default_factory=dict)
+    # ARC Prize ids (reasoning_rules.yaml arc_prize_ids): rewrites, settings (rule, regex, fixed label), name rewrites
+    arc_rewrites: tuple[_Substitution, ...] = ()
+    arc_settings: tuple[tuple[str, re.Pattern[str], str | None], ...] = ()
+    arc_name_rewrites: tuple[_Substitution, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,8 @@ class ModelOverrides:
     facts_ignored_from_sources: Mapping[str, str]
     identifier_overrides: Mapping[str, _IdentifierOverride]  # lowercased published id ->
     moving_api_aliases: Mapping[str, tuple[str, str]]  # lowercased id -> (trusted_source, why)
+    # sources whose names are free text: a model they alone publish must be confirmed (source -> why)
+    sources_needing_confirmation: Mapping[str, str]
     aliases: Mapping[str, str]  # canonical key -> canonical model
     reasoning_products: frozenset[str]
     no_reasoning_mode: frozenset[str]
@@ -259,7 +265,31 @@ def _load_reasoning_rules_cached(path: Path) -> ReasoningRules:
             raise RegistryConfigError(f"{path}: {where}.pattern: needs a (?P<label>...) group")
         swe_labels.append((rule_id(entry, where), regex))
 
+    arc = data.get("arc_prize_ids") or {}
+    if not isinstance(arc, dict):
+        raise RegistryConfigError(f"{path}: arc_prize_ids: expected a mapping")
+
+    def arc_substitutions(key: str) -> tuple[_Substitution, ...]:
+        out = []
+        for i, entry in enumerate(arc.get(key) or []):
+            where = f"arc_prize_ids.{key}[{i}]"
+            out.append(_Substitution(rule_id(entry, where),
+                                     _compile(_require(entry, "pattern", path, where, str), path, where),
+                                     str(entry.get("replace", ""))))
+        return tuple(out)
+
+    arc_settings = []
+    for i, entry in enumerate(arc.get("settings") or []):
+        where = f"arc_prize_ids.settings[{i}]"
+        regex = _compile(_require(entry, "pattern", path, where, str), path, where)
+        if not ({"state", "kilo_tokens"} & set(regex.groupindex)) and not isinstance(entry.get("label"), str):
+            raise RegistryConfigError(f"{path}: {where}: needs a 'label' or a (?P<state>) / (?P<kilo_tokens>) group")
+        arc_settings.append((rule_id(entry, where), regex, entry.get("label")))
+
     return ReasoningRules(
+        arc_rewrites=arc_substitutions("rewrites"),
+        arc_settings=tuple(arc_settings),
+        arc_name_rewrites=arc_substitutions("name_rewrites"),
         cleanup=cleanup,
         provider_prefix_rule=prefix_rule,
         provider_prefixes=prefix_list,
@@ -331,7 +361,10 @@ def _load_model_overrides_cached(path: Path) -> ModelOverrides:
             if fact["released_on"] is None:
                 raise RegistryConfigError(f"{path}: {where}.released_on: not a YYYY-MM-DD date: {entry['released_on']!r}")
         facts[str(model)] = fact
+    confirmation = {str(k): str(v) for k, v in section("sources_needing_confirmation").items()}
+    confirmation.setdefault(SWE_BENCH_SOURCE, "SWE-bench Model tags are free text typed by submitters.")
     return ModelOverrides(
+        sources_needing_confirmation=confirmation,
         facts_ignored_from_sources={str(k): str(v) for k, v in section("facts_ignored_from_sources").items()},
         identifier_overrides=overrides,
         moving_api_aliases=moving,
@@ -536,6 +569,76 @@ def swe_bench_model_id(
 
 
 # --------------------------------------------------------------------------------------------
+# Identifiers of sources that publish the setting outside the name (Aider fields, tau2-bench's
+# reasoning_effort) or in a style of their own (ARC Prize ids): the parser publishes '<name> (<label>)'
+# in a word form the rules read, as swe_bench_model_id does.
+
+
+def setting_label(*, effort: str | None = None, budget_tokens: int | None = None) -> tuple[str | None, str | None]:
+    """(label, problem) for a setting published in fields: an effort level ('high'; 'none' = off;
+    'enabled' = thinking on) or a thinking-token budget (0 = off). Both None: (None, None)."""
+    if effort is not None:
+        value = str(effort).strip().lower()
+        if value in LADDER_STATES:
+            return value, None
+        if value in ("none", "off", "disabled"):
+            return "no thinking", None
+        if value in ("enabled", "on", "thinking"):
+            return "thinking", None
+        return None, f"reasoning effort {effort!r} is not a known setting"
+    if budget_tokens is not None:
+        if budget_tokens == 0:
+            return "no thinking", None
+        if budget_tokens < 0:
+            return None, f"thinking budget {budget_tokens!r} is negative"
+        return f"{max(1, round(budget_tokens / 1000))}K thinking", None
+    return None, None
+
+
+def with_setting(name: str, label: str | None, *, rules: ReasoningRules | None = None) -> tuple[str, str | None]:
+    """The identifier of `name` run at the setting `label` (setting_label): (identifier, problem).
+
+    A name that already states a setting keeps it ('gpt-5 (high)'); a field stating the same state adds
+    nothing; a field stating another state is a contradiction (problem set, the name kept, so the caller
+    audits it instead of choosing). A name without a setting gets ' (<label>)'."""
+    rules = rules or load_reasoning_rules()
+    name = str(name).strip()
+    if label is None:
+        return name, None
+    own = _read_setting(_apply(rules.cleanup, name, []), rules)
+    field_state = _read_setting(f"x ({label})", rules)
+    if own is None:
+        return f"{name} ({label})", None
+    if field_state is not None and own[1] != field_state[1]:
+        return name, f"the name says {own[1]!r} but the run's fields say {label!r}"
+    return name, None
+
+
+def arc_prize_model_id(model_id: str, *, rules: ReasoningRules | None = None) -> str:
+    """The identifier an ARC Prize model id is published under: its setting (in one of ARC's styles,
+    reasoning_rules.yaml arc_prize_ids) read and written as ' (<label>)', the name cleaned of ARC's
+    spellings. 'gpt-5-2025-08-07-high' -> 'gpt-5-2025-08-07 (high)'; an id without a setting -> the name."""
+    rules = rules or load_reasoning_rules()
+    text = _apply(rules.arc_rewrites, str(model_id).strip(), [])
+    label = None
+    for _rule_id, regex, fixed in rules.arc_settings:
+        match = regex.search(text)
+        if not match:
+            continue
+        groups = match.groupdict()
+        if groups.get("kilo_tokens"):
+            label = f"{int(groups['kilo_tokens'])}K thinking"
+        elif groups.get("state"):
+            label = groups["state"].lower()
+        else:
+            label = fixed
+        text = text[: match.start()].rstrip(" -_")
+        break
+    text = _apply(rules.arc_name_rewrites, text, [])
+    return f"{text} ({label})" if label else text
+
+
+# --------------------------------------------------------------------------------------------
 # Building the registry tables
 
 
@@ -614,18 +717,22 @@ def build_model_registry(
     identities = {mid: normalize_model_id(mid, rules=rules, overrides=overrides) for mid in pub["model_id"].unique()}
     identities.update(_unknown_suffixes_of_set_models(identities, rules, overrides))
 
-    # SWE-bench identifiers are free text typed by submitters (and system names when a result has no
-    # single Model tag): a model is only accepted when another source publishes it or models.yaml
-    # vouches for it.
+    # Free-text sources (SWE-bench tags typed by submitters, leaderboard display names: models.yaml
+    # sources_needing_confirmation): a model only they publish is accepted when a source that needs no
+    # confirmation (Epoch) publishes it too, or models.yaml vouches for it. Unknown names are audited,
+    # never turned into new models.
     pub["model"] = pub["model_id"].map(lambda m: identities[m].model)
-    confirmed = set(pub.loc[pub["source"] != SWE_BENCH_SOURCE, "model"].dropna()) | overrides.curated_models()
-    swe_only_ids = set(pub.loc[pub["source"] == SWE_BENCH_SOURCE, "model_id"]) - set(
-        pub.loc[pub["source"] != SWE_BENCH_SOURCE, "model_id"]
-    )
-    for mid in swe_only_ids:
+    needing = set(overrides.sources_needing_confirmation)
+    trusted_rows = ~pub["source"].isin(needing)
+    confirmed = set(pub.loc[trusted_rows, "model"].dropna()) | overrides.curated_models()
+    unconfirmed_ids = set(pub.loc[~trusted_rows, "model_id"]) - set(pub.loc[trusted_rows, "model_id"])
+    first_source = pub.loc[~trusted_rows].groupby("model_id")["source"].min().to_dict()
+    for mid in unconfirmed_ids:
         ident = identities[mid]
         if ident.model is not None and ident.model not in confirmed:
-            identities[mid] = ModelIdentity(None, None, None, f"{ident.rule}+{RULE_SWE_BENCH_UNCONFIRMED}")
+            source = first_source[mid]
+            rule = RULE_SWE_BENCH_UNCONFIRMED if source == SWE_BENCH_SOURCE else f"{source}_unconfirmed_model"
+            identities[mid] = ModelIdentity(None, None, None, f"{ident.rule}+{rule}")
     pub["model"] = pub["model_id"].map(lambda m: identities[m].model)
 
     ids_table = pd.DataFrame(
@@ -679,12 +786,15 @@ def _audit_identifiers(
         seen_as = f" Published names: {'; '.join(repr(n) for n in names[:5])}." if names else ""
         where = f"{source}/{file} ({len(rows)} row(s))"
         if ident.model is None:
-            reason = (
-                "SWE-bench identifier not published by any other source nor listed in models.yaml "
-                "(swe_bench_models / aliases); a result name without a single Model tag is a system, not a model"
-                if ident.rule.endswith(RULE_SWE_BENCH_UNCONFIRMED)
-                else f"rule {ident.rule}"
-            )
+            if ident.rule.endswith(RULE_SWE_BENCH_UNCONFIRMED):
+                reason = ("SWE-bench identifier not published by any other source nor listed in models.yaml "
+                          "(swe_bench_models / aliases); a result name without a single Model tag is a system, not a model")
+            elif ident.rule.endswith("_unconfirmed_model"):
+                reason = (f"{ident.rule.rsplit('+', 1)[-1].removesuffix('_unconfirmed_model')} name whose model "
+                          f"({ident.rule}) no source that needs no confirmation publishes and models.yaml does not "
+                          "list (aliases / swe_bench_models): audited, not made a new model")
+            else:
+                reason = f"rule {ident.rule}"
             audit.append(dict(kind="unknown_model_id", subject=mid, source=source, file=file,
                               detail=f"{reason}. In {where}.{seen_as}"))
         elif ident.reasoning_state is None:

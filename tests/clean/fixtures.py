@@ -26,6 +26,7 @@ RAW_DEFAULTS: dict[str, Any] = dict(
     source="epoch_hub", source_class="evaluator_release", snapshot_sha256="0" * 64, file="f.csv",
     model_name=None, score_column="score", stderr=None, ci_low=None, ci_high=None, shots=None, harness=None,
     sampling_protocol=None, evaluated_on=None, released_on=None, organization=None, origin=None, origin_url=None,
+    verification_class="independent",
 )
 
 # A config that lets tiny fixtures through the coverage filter unless a test says otherwise.
@@ -38,6 +39,7 @@ class Panel:
     scores: list[dict[str, Any]] = field(default_factory=list)
     model_ids: list[dict[str, Any]] = field(default_factory=list)
     models: list[dict[str, Any]] = field(default_factory=list)
+    files: list[dict[str, Any]] = field(default_factory=list)
     _counter: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     def benchmark(self, benchmark: str, **values: Any) -> Panel:
@@ -45,6 +47,13 @@ class Panel:
         row["name"] = row["name"] or benchmark
         row["family"] = row["family"] or benchmark
         self.benchmarks.append(row)
+        return self
+
+    def republishes(self, source: str, file: str, original_source: str, original_file: str) -> Panel:
+        """`source/file` copies `original_source/original_file` (registry_files.republishes_*)."""
+        self.files.append({"source": source, "file": file, "source_class": "benchmark_release",
+                           "harness_columns": [], "republishes_source": original_source,
+                           "republishes_file": original_file})
         return self
 
     def model(self, model_id: str, model: str | None = "same", state: str | None = "default", **values: Any) -> Panel:
@@ -76,6 +85,7 @@ class Panel:
             ("raw_scores", self.scores),
             ("registry_model_ids", self.model_ids),
             ("registry_models", self.models),
+            ("registry_files", self.files),
         ):
             if rows:
                 insert_rows(conn, table, rows)

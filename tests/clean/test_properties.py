@@ -127,7 +127,8 @@ def test_resolution_is_idempotent_on_resolved_cells(reports):
         """CREATE OR REPLACE TABLE screened_scores AS
            SELECT config_id || ' :: ' || benchmark AS row_key, 'x' AS source, 'x' AS source_class, model_id, harness,
                   benchmark, score, score AS score_published, 'higher' AS direction, stderr, shots,
-                  NULL::VARCHAR AS sampling_protocol, effective_protocol, NULL AS sampling_class, NULL::DATE AS evaluated_on
+                  NULL::VARCHAR AS sampling_protocol, effective_protocol, NULL AS sampling_class, NULL::DATE AS evaluated_on,
+                  'f.csv' AS file, verification_class
            FROM resolved_cells"""
     )
     counts = run_stage(conn, "resolved_cells", CONFIG)

@@ -107,7 +107,8 @@ def test_no_lone_outlier_when_either_end_could_be_dropped():
 def test_irreconcilable_cell_goes_to_the_conflict_queue_with_every_report():
     p = Panel().benchmark("gpqa")
     avg = p.score("a", "gpqa", 0.30, sampling_protocol="average", source="epoch_hub")
-    avg2 = p.score("a", "gpqa", 0.60, sampling_protocol="average", source="swe_bench")
+    # same source, class and (no) date: the seed-002 preference cannot choose either
+    avg2 = p.score("a", "gpqa", 0.60, sampling_protocol="average", source="epoch_hub")
     single = p.score("a", "gpqa", 0.45, sampling_protocol="single")
     p.score("b", "gpqa", 0.5)
     conn = run(p)

@@ -15,6 +15,7 @@ from atlas_assets.defs.ingest.assets import raw_scores, source_assets
 from atlas_assets.defs.ingest import checks as ingest_checks
 from atlas_assets.defs.registry import checks as registry_checks
 from atlas_assets.defs.registry.assets import registry_benchmarks, registry_model_ids
+from atlas_assets.ingest.fetch import mirror_path
 from atlas_assets.resources import build_resources
 from tests.conftest import MIRROR, PROJECT_ROOT
 
@@ -59,8 +60,14 @@ def test_real_sources_arrive_with_provenance(ingested):
     epoch_sha = hashlib.sha256(EPOCH_ZIP.read_bytes()).hexdigest()
     swe_sha = hashlib.sha256(SWE_JSON.read_bytes()).hexdigest()
     snapshots = dict(conn.execute("SELECT source, sha256 FROM source_snapshots").fetchall())
-    assert snapshots == {"epoch_hub": epoch_sha, "swe_bench": swe_sha}
+    assert {k: snapshots[k] for k in ("epoch_hub", "swe_bench")} == {"epoch_hub": epoch_sha, "swe_bench": swe_sha}
     assert dict(conn.execute("SELECT source, any_value(snapshot_sha256) FROM raw_scores GROUP BY 1").fetchall()) == snapshots
+    # a multi-document source: its snapshot is the bundle, whose documents are the mirror's files byte for byte
+    documents = conn.execute("SELECT source, snapshot_sha256, url, sha256 FROM source_documents ORDER BY 1, 3").fetchall()
+    assert {row[0] for row in documents} == {"aider", "tau2_bench", "arc_prize"}
+    for source, bundle, url, sha in documents:
+        assert bundle == snapshots[source]
+        assert sha == hashlib.sha256(mirror_path(MIRROR, url).read_bytes()).hexdigest(), url
 
     per_source = dict(conn.execute("SELECT source, count(*) FROM raw_scores GROUP BY 1").fetchall())
     assert per_source["epoch_hub"] >= 3316  # every row with a model version and a numeric headline, plus secondary columns
@@ -111,8 +118,12 @@ def test_rerun_keeps_snapshots_and_reports_unchanged(ingested):
     result = materialize_ingest()
     metadata = result.asset_materializations_for_node("epoch_hub_scores")[0].metadata
     assert metadata["changed_since_last_run"].value is False
+    for bundle_source in ("aider_scores", "tau2_bench_scores", "arc_prize_scores"):
+        assert result.asset_materializations_for_node(bundle_source)[0].metadata["changed_since_last_run"].value is False
     stored = list((settings.snapshot_dir() / "sha256").rglob("*"))
-    assert len([p for p in stored if p.is_file()]) == 2
+    # Epoch's zip, SWE-bench's JSON, and per multi-document source its documents plus one bundle manifest
+    # (Aider 2, tau2-bench manifest + 64 submissions, ARC Prize 3): nothing stored twice on a rerun
+    assert len([p for p in stored if p.is_file()]) == 2 + (2 + 1) + (65 + 1) + (3 + 1)
 
 
 def test_refresh_with_changed_source_keeps_the_old_snapshot(atlas_env, tmp_path):
@@ -150,8 +161,13 @@ def test_broken_source_falls_back_and_does_not_stop_the_other(atlas_env, tmp_pat
     assert metadata["fallback_snapshot"].value == hashlib.sha256(EPOCH_ZIP.read_bytes()).hexdigest()
     conn = Database()
     assert conn.execute("SELECT count(*) FROM raw_scores WHERE source = 'epoch_hub'").fetchone()[0] >= 3316
-    failed = conn.execute("SELECT error FROM source_snapshots WHERE NOT parsed_ok").fetchall()
-    assert len(failed) == 1 and "HTML page" in failed[0][0]
+    failed = dict(conn.execute("SELECT source, error FROM source_snapshots WHERE NOT parsed_ok").fetchall())
+    assert "HTML page" in failed.pop("epoch_hub")
+    # the multi-document sources the broken mirror does not serve fall back too, naming the missing document
+    assert set(failed) == {"aider", "tau2_bench", "arc_prize"}
+    assert all("of the bundle" in error for error in failed.values())
+    kept = dict(conn.execute("SELECT source, count(*) FROM raw_scores GROUP BY 1").fetchall())
+    assert (kept["aider"], kept["tau2_bench"], kept["arc_prize"]) == (161, 142, 589)
 
 
 def test_cli_materializes_ingest_with_the_project_instance(atlas_env, tmp_path):

@@ -392,3 +392,68 @@ def test_unknown_suffix_on_a_model_published_with_settings_is_audited_not_a_new_
     assert "'ultra'" in row.iloc[0]["detail"] and "epoch_hub/gpqa_diamond.csv" in row.iloc[0]["detail"]
     assert by_id.at["DPMM-CoT_Base", "reasoning_state"] == "default"
     assert by_id.at["video_chat2_mistral", "model"] == "video_chat2_mistral"
+
+
+# --------------------------------------------------------------------------------------------
+# Issue 11: identifiers of Aider, tau2-bench and ARC Prize
+
+from atlas_assets.registry.model_ids import arc_prize_model_id, setting_label, with_setting  # noqa: E402
+
+
+@pytest.mark.parametrize("arc_id, identifier, model, state, budget", [
+    ("gpt-5-2025-08-07-high", "gpt-5-2025-08-07 (high)", "gpt-5-2025-08-07", "high", None),
+    ("gpt-5-2-2025-12-11-thinking-xhigh", "gpt-5.2-2025-12-11 (xhigh)", "gpt-5.2-2025-12-11", "xhigh", None),
+    ("gpt-5-1-2025-11-13-thinking-none", "gpt-5.1-2025-11-13 (no thinking)", "gpt-5.1-2025-11-13", "disabled", None),
+    ("claude-opus-4-5-20251101-thinking-32k", "claude-opus-4-5-20251101 (32K thinking)", "claude-opus-4-5-20251101", "high", 32000),
+    ("claude-opus-4-6-thinking-120K-max", "claude-opus-4-6 (max)", "claude-opus-4-6", "max", None),
+    ("claude_sonnet_4_6_max", "claude-sonnet-4-6 (max)", "claude-sonnet-4-6", "max", None),
+    ("anthropic-opus-4-6-max-effort", "opus-4-6 (max)", "claude-opus-4-6", "max", None),
+    ("Claude 3.7 Thinking 16K", "Claude 3.7 (16K thinking)", "claude-3-7-sonnet-20250219", "high", 16000),
+    ("claude-sonnet-4-20250514-thinking-8k-bedrock", "claude-sonnet-4-20250514 (8K thinking)", "claude-sonnet-4-20250514", "medium", 8000),
+    ("grok-3-mini-beta-low-openrouter", "grok-3-mini-beta (low)", "grok-3-mini-beta", "low", None),
+    ("gpt-5-4-mini-high", "gpt-5.4-mini (high)", "gpt-5.4-mini-2026-03-17", "high", None),
+    ("magistral-medium-2506", "magistral-medium-2506", "magistral-medium-2506", "default", None),
+])
+def test_arc_prize_ids_name_model_and_state(arc_id, identifier, model, state, budget):
+    assert arc_prize_model_id(arc_id) == identifier
+    got = normalize_model_id(identifier)
+    assert (got.model, got.reasoning_state, got.budget_tokens) == (model, state, budget)
+
+
+def test_settings_published_in_fields_join_the_name_and_contradictions_are_named():
+    assert setting_label(effort="high") == ("high", None)
+    assert setting_label(effort="none") == ("no thinking", None)
+    assert setting_label(effort="enabled") == ("thinking", None)
+    assert setting_label(budget_tokens=0) == ("no thinking", None)
+    assert setting_label(effort="turbo")[1] == "reasoning effort 'turbo' is not a known setting"
+    assert with_setting("GPT-5.2", "high") == ("GPT-5.2 (high)", None)
+    assert with_setting("gpt-5 (high)", "high") == ("gpt-5 (high)", None)
+    identifier, problem = with_setting("gpt-5 (high)", "low")
+    assert identifier == "gpt-5 (high)" and "'high'" in problem and "'low'" in problem
+    # Aider's own spellings
+    for name, state in [("gemini-2.5-flash-preview-05-20 (no think)", "disabled"),
+                        ("claude-3-7-sonnet-20250219 (32k thinking tokens)", "high"),
+                        ("DeepSeek-V3.2-Exp (Reasoner)", "enabled"), ("DeepSeek-V3.2-Exp (Chat)", "disabled"),
+                        ("gemini-2.5-flash-preview-04-17 (default)", "default")]:
+        assert normalize_model_id(name).reasoning_state == state, name
+
+
+def test_names_of_free_text_sources_are_confirmed_or_audited_never_new_models():
+    published = _published([
+        ("gpt-5-2025-08-07_high", None, "OpenAI", "2025-08-07", "epoch_hub", "gpqa_diamond.csv"),
+        ("gpt-5-2025-08-07 (high)", "GPT-5 (High)", "OpenAI", "2025-08-07", "arc_prize", "evaluations.json:v1_Semi_Private"),
+        ("GPT-5.2 (high)", "GPT-5.2", "OpenAI", "2025-12-11", "tau2_bench", "submissions:airline"),  # alias in models.yaml
+        ("Claude Fable 5 (max)", "Claude Fable 5", "Anthropic", "2026-07-01", "tau2_bench", "submissions:airline"),
+        ("Quasar Alpha", "Quasar Alpha", None, None, "aider", "polyglot_leaderboard.yml"),
+    ])
+    ids, models, audit = build_model_registry(published)
+    got = {r.model_id: (r.model if isinstance(r.model, str) else None,
+                        r.reasoning_state if isinstance(r.reasoning_state, str) else None, r.rule) for r in ids.itertuples()}
+    assert got["gpt-5-2025-08-07 (high)"][:2] == ("gpt-5-2025-08-07", "high")
+    assert got["GPT-5.2 (high)"][:2] == ("gpt-5.2-2025-12-11", "high")
+    assert got["Claude Fable 5 (max)"] == (None, None, "paren_effort+tau2_bench_unconfirmed_model")
+    assert got["Quasar Alpha"] == (None, None, "no_setting_named+aider_unconfirmed_model")
+    assert "claude-fable-5" not in set(models["model"]) and "quasar-alpha" not in set(models["model"])
+    unknown = audit[audit["kind"] == "unknown_model_id"].set_index("subject")
+    assert {"Claude Fable 5 (max)", "Quasar Alpha"} <= set(unknown.index)
+    assert "audited, not made a new model" in unknown.loc["Quasar Alpha", "detail"]

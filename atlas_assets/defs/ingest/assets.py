@@ -21,16 +21,18 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
-from atlas_assets.ingest import epoch, swebench
+from atlas_assets.ingest import aider, arcprize, epoch, swebench, tau2
 from atlas_assets.ingest.archive import ArchiveError
-from atlas_assets.ingest.fetch import FetchError, SourceFetcher, utc_now
+from atlas_assets.ingest.bundles import BundleError, read_bundle
+from atlas_assets.ingest.fetch import FetchError, FetchResult, SourceFetcher, utc_now
 from atlas_assets.ingest.records import FILE_ERROR_REASONS, KEPT_ROWS_REASONS, ParseOutput
 from atlas_assets.ingest.snapshots import SnapshotStore
 from atlas_assets.ingest.swebench import LeaderboardFormatError
 from atlas_assets.registry.benchmarks import load_benchmark_registry
 from atlas_assets.storage import count_by, ensure_source_tables, replace_rows
 
-SOURCE_ERRORS = (FetchError, ArchiveError, LeaderboardFormatError)
+SOURCE_ERRORS = (FetchError, ArchiveError, LeaderboardFormatError, BundleError, arcprize.ArcPrizeFormatError,
+                 tau2.Tau2FormatError)
 # source_snapshots.status values whose snapshot may be used (parsed_ok).
 USABLE_STATUSES = ("parsed", "parsed_with_file_errors")
 # Source-level audit reasons (one per unusable attempt), in the source's audit table.
@@ -39,10 +41,29 @@ SNAPSHOT_REASONS = ("rejected_snapshot", "unparsable_snapshot", "fetch_failed")
 
 @dataclass(frozen=True)
 class SourceSpec:
+    """One source. A single-document source downloads `url`; a multi-document one (`documents` set)
+    downloads each document relative to `url` (then those `discover` names from them) into one bundle
+    (atlas_assets/ingest/bundles.py), and its parser gets {document name: bytes}."""
+
     name: str
     url: str
     source_class_note: str
-    parse: Callable[[bytes, object, str], ParseOutput]
+    parse: Callable[[object, object, str], ParseOutput]
+    documents: tuple[str, ...] = ()
+    discover: Callable[[dict[str, bytes]], list[str]] | None = None
+
+    @property
+    def is_bundle(self) -> bool:
+        return bool(self.documents)
+
+    def retrieve(self, fetcher: SourceFetcher) -> FetchResult:
+        if self.is_bundle:
+            return fetcher.fetch_bundle(self.name, self.url, list(self.documents), self.discover)
+        return fetcher.fetch(self.url)
+
+    def read(self, store: SnapshotStore, sha256: str):
+        """What the parser reads from a stored snapshot: the bytes, or a bundle's documents by name."""
+        return read_bundle(store, sha256) if self.is_bundle else store.read(sha256)
 
     @property
     def asset_name(self) -> str:
@@ -60,6 +81,12 @@ class SourceSpec:
 SOURCES = [
     SourceSpec("epoch_hub", epoch.URL, "evaluator release (Epoch's runs) and the leaderboards it re-publishes", epoch.parse_epoch_export),
     SourceSpec("swe_bench", swebench.URL, "benchmark release (the SWE-bench team's leaderboards)", swebench.parse_leaderboards),
+    SourceSpec("aider", aider.BASE_URL, "benchmark release (Aider's polyglot and code-editing leaderboards)",
+               aider.parse_aider, documents=aider.DOCUMENTS),
+    SourceSpec("tau2_bench", tau2.BASE_URL, "benchmark release (the tau2-bench leaderboard: its manifest and every "
+               "submission it lists)", tau2.parse_tau2, documents=tau2.DOCUMENTS, discover=tau2.discover),
+    SourceSpec("arc_prize", arcprize.BASE_URL, "benchmark release (the ARC Prize leaderboard: evaluations, models, "
+               "datasets)", arcprize.parse_arc_prize, documents=arcprize.DOCUMENTS),
 ]
 
 
@@ -201,13 +228,13 @@ def build_source_asset(spec: SourceSpec) -> dg.AssetsDefinition:
         store: SnapshotStore = fetcher.store
         fetched, parsed, problem, status, attempt = None, None, None, "parsed", None
         try:
-            fetched = fetcher.fetch(spec.url)
+            fetched = spec.retrieve(fetcher)
             context.log.info(f"{spec.name}: {fetched.bytes} bytes from {fetched.origin}, sha256 {fetched.sha256}, changed={fetched.changed}")
         except FetchError as error:
             problem, status, attempt = str(error), "fetch_failed", error.attempt
         if fetched is not None:
             try:
-                parsed = spec.parse(store.read(fetched.sha256), registry, fetched.sha256)
+                parsed = spec.parse(spec.read(store, fetched.sha256), registry, fetched.sha256)
             except Exception as error:  # noqa: BLE001 - any parse failure of one source must not stop the others
                 problem = str(error) if isinstance(error, SOURCE_ERRORS) else f"{type(error).__name__}: {error}"
                 status = "parse_failed"
@@ -232,6 +259,11 @@ def build_source_asset(spec: SourceSpec) -> dg.AssetsDefinition:
                 _record_attempt(conn, spec, context.run_id, url=spec.url, status=status, error=problem,
                                 retrieved_at=attempt.retrieved_at if attempt else utc_now(),
                                 origin=attempt.origin if attempt else ("mirror" if fetcher.mirror else "live"))
+            if fetched is not None and fetched.documents:
+                conn.executemany(
+                    "INSERT OR IGNORE INTO source_documents VALUES (?, ?, ?, ?, ?, ?)",
+                    [[fetched.sha256, spec.name, d.name, d.url, d.sha256, d.bytes] for d in fetched.documents],
+                )
             if problem is not None:
                 context.log.warning(problem)
 
@@ -239,7 +271,7 @@ def build_source_asset(spec: SourceSpec) -> dg.AssetsDefinition:
             if parsed is None and last is not None:
                 fallback_sha = last.sha256
                 context.log.warning(f"{spec.name}: falling back to snapshot {fallback_sha} retrieved {last.retrieved_at}")
-                parsed = spec.parse(store.read(fallback_sha), registry, fallback_sha)
+                parsed = spec.parse(spec.read(store, fallback_sha), registry, fallback_sha)
             if parsed is None:
                 # No usable snapshot at all: stage what is there (nothing, on a first run) and say so; the
                 # other sources still land in raw_scores. The WARN checks name the problem.

@@ -88,7 +88,7 @@ def build_source_checks(spec: SourceSpec) -> list[dg.AssetChecksDefinition]:
                 problems.append(f"{digest}: not in the snapshot store")
                 continue
             try:
-                store.read(digest)
+                spec.read(store, digest)  # a bundle: its manifest and every document it names
             except Exception as error:  # noqa: BLE001 - reported as the check's finding
                 problems.append(str(error))
         return dg.AssetCheckResult(

@@ -7,7 +7,7 @@ WITH state_ids AS (
     SELECT model_id FROM registry_model_ids WHERE model = $model AND reasoning_state = $reasoning_state
 ),
 modeled AS (
-    SELECT family, u, unnest(row_keys) AS row_key
+    SELECT family, u, verification_class, unnest(row_keys) AS row_key
     FROM modeled_observations
     WHERE model = $model AND reasoning_state = $reasoning_state AND ($family IS NULL OR family = $family)
 ),
@@ -26,13 +26,15 @@ exclusions AS (
     GROUP BY key
 )
 SELECT
-    r.row_key, r.source, r.file, r.row_number, r.snapshot_sha256, s.url, r.model_id, r.benchmark, r.score,
-    r.score_column, r.harness, r.evaluated_on,
-    p.pooled_score, m.family AS modeled_family, m.u AS modeled_u,
+    r.row_key, r.source, r.file, r.row_number, r.snapshot_sha256, coalesce(d.url, s.url) AS url, r.model_id, r.benchmark, r.score,
+    r.score_column, r.harness, r.evaluated_on, r.verification_class,
+    p.pooled_score, m.family AS modeled_family, m.u AS modeled_u, m.verification_class AS modeled_verification_class,
     (m.row_key IS NOT NULL) AS informs_the_number,
     x.excluded_by
 FROM raw r
 LEFT JOIN (SELECT DISTINCT sha256, url FROM source_snapshots) s ON s.sha256 = r.snapshot_sha256
+-- a multi-document source: the URL of the document the row came from ('evaluations.json:v1_Semi_Private' -> evaluations.json)
+LEFT JOIN source_documents d ON d.snapshot_sha256 = r.snapshot_sha256 AND d.document = split_part(r.file, ':', 1)
 LEFT JOIN pooled p ON p.row_key = r.row_key
 LEFT JOIN modeled m ON m.row_key = r.row_key
 LEFT JOIN exclusions x ON x.row_key = r.row_key
