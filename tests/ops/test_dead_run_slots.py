@@ -1,9 +1,10 @@
 """A killed run frees its `duckdb` pool slot by itself once the daemon runs (dagster.yaml: ProcessCheckedRunLauncher
 + run monitoring + free_slots_after_run_end_seconds).
 
-A CLI run of tests/ops/slow_pool_location.py takes the pool's one slot and is killed with SIGKILL: it stays
-STARTED and keeps the slot (the problem). With `dagster-daemon run` started on the same instance, run
-monitoring finds the run's process gone, fails the run, and the slot is freed, so the next pool run goes through.
+A CLI run of tests/ops/pool_location.py takes the pool's one slot and is killed with SIGKILL: it stays
+STARTED and keeps the slot (the problem): the next pool run waits. With `dagster-daemon run` started on the same
+instance, run monitoring finds the run's process gone, fails the run, the slot is freed and the waiting run
+goes through.
 The instance is the project's dagster.yaml with only the two monitoring intervals shortened.
 """
 
@@ -22,7 +23,7 @@ from atlas_assets.defs.alerts import ProcessCheckedRunLauncher, run_process
 from dagster._core.launcher import WorkerStatus
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
-LOCATION = Path(__file__).resolve().parent / "slow_pool_location.py"
+LOCATION = Path(__file__).resolve().parent / "pool_location.py"
 BIN = PROJECT_ROOT / ".venv" / "bin"
 
 pytestmark = pytest.mark.slow
@@ -94,25 +95,30 @@ def test_a_killed_run_is_failed_by_run_monitoring_and_frees_its_pool_slot(instan
     health = instance.run_launcher.check_run_worker_health(run)
     assert health.status == WorkerStatus.FAILED and f"run process {pid} is gone" in health.msg
 
+    # the next writer queues behind the dead run's slot
+    quick_log = tmp_path / "quick.log"
+    quick = start([str(BIN / "dagster"), "asset", "materialize", "-f", str(LOCATION), "--select", "quick_writer"], env, quick_log)
     daemon_log = tmp_path / "daemon.log"
-    daemon = start([str(BIN / "dagster-daemon"), "run", "-f", str(LOCATION)], env, daemon_log)
+    daemon = None
     try:
+        wait_for("the next run waits for the slot", lambda: "blocked by limit for pool duckdb" in quick_log.read_text(), 120, [quick_log])
+        assert quick.poll() is None
+        daemon = start([str(BIN / "dagster-daemon"), "run", "-f", str(LOCATION)], env, daemon_log)
         wait_for("run monitoring fails the dead run",
                  lambda: instance.get_run_by_id(run.run_id).status == dg.DagsterRunStatus.FAILURE, 120, [daemon_log])
-        wait_for("its pool slot is freed", lambda: slots().active_slot_count == 0, 60, [daemon_log])
-        assert slots().slot_count == 1  # the pool itself is intact
         failure = instance.get_records_for_run(run.run_id, of_type=dg.DagsterEventType.RUN_FAILURE).records
         assert f"run process {pid} is gone" in failure[0].event_log_entry.dagster_event.message
-
-        # the next writer gets the slot at once instead of waiting behind the dead run
-        quick = subprocess.run([str(BIN / "dagster"), "asset", "materialize", "-f", str(LOCATION), "--select", "quick_writer"],
-                               cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120)
-        assert quick.returncode == 0, (quick.stdout + quick.stderr)[-3000:]
-        assert "blocked by limit for pool duckdb" not in quick.stdout + quick.stderr
+        # the slot is freed and the waiting run takes it and finishes
+        assert quick.wait(timeout=120) == 0, quick_log.read_text()[-3000:]
         latest = instance.get_runs(limit=1)[0]
         assert latest.run_id != run.run_id and latest.status == dg.DagsterRunStatus.SUCCESS
+        assert slots().active_slot_count == 0 and slots().slot_count == 1  # nothing held, the pool intact
     finally:
-        stop(daemon)
+        if quick.poll() is None:
+            os.killpg(quick.pid, signal.SIGKILL)
+            quick.wait(timeout=10)
+        if daemon is not None:
+            stop(daemon)
 
 
 def test_a_run_whose_process_id_was_reused_counts_as_dead(instance_env, monkeypatch):

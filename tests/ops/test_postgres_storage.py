@@ -2,8 +2,9 @@
 
 The test starts Debian's PostgreSQL server itself (`make setup` installs the package when missing) in a
 temporary folder, on 127.0.0.1 and a free port, with password authentication; as root it runs the server as
-the `postgres` user (the server refuses root). It then runs a project job through the Dagster CLI with that
-instance and reads the run, its events and a schedule state back, from Dagster and from the database itself.
+the `postgres` user (the server refuses root). It then runs a small job (tests/ops/pool_location.py) and stops its
+schedule through the Dagster CLI with that instance, and reads the run, its events, the pool and the schedule
+state back, from Dagster and from the database itself.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tests.integration.dagster_dev import free_port
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 VARIANT = PROJECT_ROOT / "deploy" / "dagster.postgres.yaml"
 DAGSTER = PROJECT_ROOT / ".venv" / "bin" / "dagster"
+SMALL_LOCATION = Path(__file__).resolve().parent / "pool_location.py"
 
 pytestmark = pytest.mark.slow
 
@@ -118,12 +120,12 @@ def test_a_job_runs_against_postgres_storage_and_reads_back(postgres, tmp_path):
            "DAGSTER_PG_USERNAME": "atlas", "DAGSTER_PG_PASSWORD": postgres.password}
     env.pop("ATLAS_DUCKDB", None)
 
-    # a project asset and its blocking check, through the CLI as `make run` launches them
-    run = subprocess.run([str(DAGSTER), "asset", "materialize", "-m", "atlas_assets.definitions", "--select", "registry_benchmarks"],
+    # a small job through the CLI: one asset in the `duckdb` pool, so its slot claim goes through PostgreSQL too
+    run = subprocess.run([str(DAGSTER), "asset", "materialize", "-f", str(SMALL_LOCATION), "--select", "quick_writer"],
                          cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
-    # a schedule state written by the CLI lands in the schedule storage
-    stop = subprocess.run([str(DAGSTER), "schedule", "stop", "nightly_refresh", "-m", "atlas_assets.definitions"],
+    # a schedule (RUNNING by default), stopped through the CLI: its state lands in the schedule storage
+    stop = subprocess.run([str(DAGSTER), "schedule", "stop", "quick_schedule", "-f", str(SMALL_LOCATION)],
                           cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert stop.returncode == 0, (stop.stdout + stop.stderr)[-4000:]
 
@@ -136,9 +138,9 @@ def test_a_job_runs_against_postgres_storage_and_reads_back(postgres, tmp_path):
     assert len(found["runs"]) == 1
     [(run_id, status)] = found["runs"].items()
     assert status == "SUCCESS"
-    assert found["materialized"] == ["registry_benchmarks"]
-    assert found["checks"] == {"registry_benchmarks_expectations": True}
-    assert found["schedules"] == {"nightly_refresh": "STOPPED"}
+    assert found["materialized"] == ["quick_writer"]
+    assert found["pool"] == {"slot_count": 1, "active_slot_count": 0}  # the pool's limit, from dagster.yaml
+    assert found["schedules"] == {"quick_schedule": "STOPPED"}
 
     # and the rows are in PostgreSQL itself, not in SQLite files under DAGSTER_HOME
     with postgres.connect("dagster") as conn, conn.cursor() as cursor:
@@ -148,6 +150,8 @@ def test_a_job_runs_against_postgres_storage_and_reads_back(postgres, tmp_path):
         assert cursor.fetchone()[0] == 1
         cursor.execute("SELECT instigator_type, status FROM instigators")
         assert cursor.fetchall() == [("SCHEDULE", "STOPPED")]
+        cursor.execute("SELECT concurrency_key, count(*) FROM concurrency_slots GROUP BY 1")
+        assert cursor.fetchall() == [("duckdb", 1)]
     assert not list(home.rglob("*.db")), sorted(str(p) for p in home.rglob("*.db"))
 
 
@@ -159,21 +163,16 @@ from dagster._core.scheduler.instigation import InstigatorType
 instance = dg.DagsterInstance.get()
 runs = instance.get_runs()
 events = instance.get_records_for_run(runs[0].run_id).records if runs else []
-materialized, checks = [], {}
-for record in events:
-    event = record.event_log_entry.dagster_event
-    if event is None:
-        continue
-    if event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION:
-        materialized.append(event.asset_key.to_user_string())
-    elif event.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION:
-        checks[event.event_specific_data.check_name] = event.event_specific_data.passed
+materialized = [record.event_log_entry.dagster_event.asset_key.to_user_string() for record in events
+                if record.event_log_entry.dagster_event is not None
+                and record.event_log_entry.dagster_event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION]
+pool = instance.event_log_storage.get_concurrency_info("duckdb")
 print(yaml.safe_dump({
     "storages": [type(instance.run_storage).__name__, type(instance.event_log_storage).__name__,
                  type(instance.schedule_storage).__name__],
     "runs": {run.run_id: run.status.value for run in runs},
     "materialized": materialized,
-    "checks": checks,
+    "pool": {"slot_count": pool.slot_count, "active_slot_count": pool.active_slot_count},
     "schedules": {state.name: state.status.value for state in instance.all_instigator_state(instigator_type=InstigatorType.SCHEDULE)},
 }))
 """
