@@ -61,6 +61,7 @@ Pure functions of arrays and frames: the Dagster asset is `atlas_assets.defs.out
 
 from __future__ import annotations
 
+import json
 import zlib
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
@@ -619,6 +620,9 @@ def effective_sample_share(log_weights: np.ndarray) -> float:
 class Candidates:
     observations: pd.DataFrame  # rows to calibrate: likelihood_pieces columns + outside_reason
     exclusions: pd.DataFrame    # model, reasoning_state, family, n_obs, reason: what is not calibrated, and why
+    # unknown-setting rows (state 'unknown') of models that also have labelled rows: not evidence for the
+    # calibration, placed afterwards as a mixture over the model's settings (outputs/unknown_settings.py)
+    unknown: pd.DataFrame | None = None
 
 
 EXCLUSION_COLUMNS = ["model", "reasoning_state", "family", "n_obs", "reason"]
@@ -680,9 +684,14 @@ def candidate_observations(family_observations: pd.DataFrame, fit_observations: 
     for m in sorted(set(pieces["model"]) - set(kept["model"])):
         excluded.append({"model": m, "reasoning_state": None, "family": None, "n_obs": 0,
                          "reason": "every row on a fitted family was unusable: not calibrated"})
-    return Candidates(kept.reset_index(drop=True),
+    from atlas_assets.outputs.unknown_settings import STATE as UNKNOWN
+
+    unknown_row = (kept["reasoning_state"] == UNKNOWN).to_numpy()
+    labelled = set(kept.loc[~unknown_row, "model"])
+    mixed = unknown_row & kept["model"].isin(labelled).to_numpy()
+    return Candidates(kept[~mixed].reset_index(drop=True),
                       pd.DataFrame(excluded, columns=EXCLUSION_COLUMNS).sort_values(["model", "reason"], kind="mergesort")
-                      .reset_index(drop=True))
+                      .reset_index(drop=True), kept[mixed].reset_index(drop=True))
 
 
 # ----------------------------------------------------------------------------------------------- all models
@@ -741,6 +750,43 @@ def calibrate(draws: PosteriorDraws, reasoning: ReasoningDraws, families: pd.Dat
                        np.concatenate(evidence, axis=1))
 
 
+def add_unknown_settings(cal: Calibration, unknown: pd.DataFrame, draws: PosteriorDraws, families: pd.DataFrame,
+                         seed: int) -> Calibration:
+    """The calibration with one more state per model in `unknown` (its unknown-setting rows; the model must be
+    calibrated from labelled rows): phi the mixture over the model's calibrated states (measured and unmeasured)
+    weighted per draw by those rows (outputs/unknown_settings.py); the rows join the observations, so its
+    observed cells get p-values like any state's. Column `setting_probabilities` says where it was placed."""
+    from atlas_assets.outputs.unknown_settings import STATE, place
+
+    if unknown is None or unknown.empty:
+        return cal
+    states, phis, obs = [cal.states], [cal.phi], [cal.observations]
+    evidence = [] if cal.log_evidence is None else [cal.log_evidence]
+    next_pos = len(cal.states)
+    for model, rows in unknown.groupby("model", sort=True):
+        mine = cal.states[cal.states["model"] == model]
+        if mine.empty:
+            continue
+        placed = place(model, mine["reasoning_state"].tolist(), cal.phi[:, mine["cal_pos"].to_numpy()], rows, draws,
+                       families, seed)
+        row = mine.iloc[[0]].copy()
+        row["reasoning_state"], row["setting_code"], row["pinned"], row["observed"] = STATE, -1, False, True
+        row["unknown_setting"], row["d_lin"], row["d_quad"], row["dev_setting"], row["block"] = True, 0.0, 0.0, -1, -1
+        row["n_obs"], row["n_families"] = len(rows), rows["family"].nunique()
+        row["families"] = ", ".join(sorted(set(rows["family"])))
+        row["setting_probabilities"] = json.dumps(placed.setting_probabilities())
+        row["cal_pos"] = next_pos
+        states.append(row)
+        phis.append(placed.phi[:, None])
+        obs.append(rows.assign(cal_pos=next_pos))
+        if evidence:
+            evidence.append(cal.log_evidence[:, [int(mine["cal_pos"].iloc[0])]])
+        next_pos += 1
+    return Calibration(pd.concat(states, ignore_index=True), np.concatenate(phis, axis=1),
+                       pd.concat(obs, ignore_index=True), cal.seconds,
+                       np.concatenate(evidence, axis=1) if evidence else None)
+
+
 # ----------------------------------------------------------------------------------------------- tables
 
 
@@ -756,7 +802,7 @@ def fitted_headline_display(draws: PosteriorDraws, states: pd.DataFrame, eligibl
 def eligibility(states: pd.DataFrame, rules: Mapping[str, Any]) -> np.ndarray:
     """The fit's rank-eligibility rule (`scores.rank_eligible`) on calibrated states."""
     ok = ((states["n_families"] >= int(rules.get("min_families", 1))) & (states["n_obs"] >= int(rules.get("min_observations", 1)))
-          & (states["n_obs"] > 0))
+          & (states["n_obs"] > 0) & ~states["unknown_setting"].astype(bool))  # a headline needs a known setting
     return (ok & ~states["reasoning_state"].isin(set(rules.get("exclude_settings", []) or []))).to_numpy()
 
 
@@ -788,7 +834,15 @@ def calibrated_state_table(cal: Calibration, draws: PosteriorDraws, fitted_headl
         st["eligible"], f"{STATUS}: rank-eligible",
         [f"{STATUS}: below the rank-eligibility gate ({f} families, {o} observations; a rank needs >= {min_f} "
          f"families and >= {min_o} observations in one state)" for f, o in zip(st["n_families"], st["n_obs"])])
-    st.loc[st["unknown_setting"], "status"] += "; unknown reasoning setting: its shared effect is drawn from its prior"
+    st.loc[st["unknown_setting"], "status"] = (f"{STATUS}: unknown reasoning setting, its shared effect drawn from "
+                                               "the spread of the shared effects (the model has no known setting); "
+                                               "never rank-eligible")
+    if "setting_probabilities" in st:
+        mixed = st["setting_probabilities"].notna()
+        st.loc[mixed, "status"] = (f"{STATUS}: unknown setting: mixture over the model's settings, weighted by the "
+                                   "run's own scores; never rank-eligible")
+    else:
+        st["setting_probabilities"] = None
     st.loc[~st["observed"], "status"] = (f"{STATUS}: predicted setting, no result at this setting (theta from the "
                                          "model's other settings, the fit's shared effect and the model's reasoning "
                                          "terms); never rank-eligible")
@@ -806,8 +860,8 @@ def calibrated_state_table(cal: Calibration, draws: PosteriorDraws, fitted_headl
     columns = ["model", "reasoning_state", "path", "status", "eligible", "headline", "n_obs", "n_families", "families",
                "model_n_obs", "model_n_families", "display_mean", "display_median", "display_lower", "display_upper",
                "display_sd", "latent_mean", "latent_sd", "interval", "display_mean_reweighted", "p_rank1", f"p_top{top_k}", "expected_rank",
-               "outside_reason", "observed", "pinned", "setting_code", "unknown_setting", "theta_prior", "prior_mean",
-               "prior_sd",
+               "outside_reason", "observed", "pinned", "setting_code", "unknown_setting", "setting_probabilities",
+               "theta_prior", "prior_mean", "prior_sd",
                "theta_mean", "theta_sd",
                "feedback_ess_share", "reasoning_term_ess_share", "cal_pos"]
     return st[columns].sort_values(["display_mean", "model"], ascending=[False, True]).reset_index(drop=True)

@@ -8,6 +8,8 @@ module's formulas) gives exactly.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -415,3 +417,36 @@ def test_unmeasured_settings_are_placed_through_the_reasoning_structure():
         expected = np.sqrt((p["amp_sd"] * lin) ** 2 + (p["curv_sd"] * quad) ** 2)
         assert abs(ladder[sel].std() / expected - 1) < 0.12, (i, ladder[sel].std(), expected)
         assert abs(dev[sel].mean()) < 4 * p["offdev"][0] / np.sqrt(sel.sum())
+
+
+def test_an_unknown_setting_run_of_a_calibrated_model_is_a_mixture_over_its_settings():
+    """Unknown-labelled rows of a model that also has labelled rows are not calibration evidence: they are placed as
+    a mixture over the model's calibrated settings, weighted by their own scores, and are never eligible; a model
+    with only unknown-labelled rows is calibrated from them (its setting effect from the shared effects' spread)."""
+    draws, reasoning, which = posterior()
+    families = FAMILIES.assign(family_pos=[0, 1, 2])
+    fo = pd.DataFrame([
+        ("labelled", "low", "countable", 0.30, 15, 50), ("labelled", "high", "countable", 0.80, 40, 50),
+        ("labelled", "unknown", "countable", 0.78, 39, 50),
+        ("only_unknown", "unknown", "countable", 0.5, 25, 50),
+    ], columns=["model", "reasoning_state", "family", "u", "correct", "items"])
+    fo["kind"], fo["floor"] = "bounded", 0.25
+    fit_obs = pd.DataFrame(columns=["model", "reasoning_state", "family", "u"])
+    cand = C.candidate_observations(fo, fit_obs, families)
+    assert list(zip(cand.unknown["model"], cand.unknown["reasoning_state"])) == [("labelled", "unknown")]
+    assert set(zip(cand.observations["model"], cand.observations["reasoning_state"])) == {
+        ("labelled", "low"), ("labelled", "high"), ("only_unknown", "unknown")}
+    cal = C.calibrate(draws, reasoning, families, cand.observations, seed=2)
+    cal = C.add_unknown_settings(cal, cand.unknown, draws, families, seed=2)
+    st = cal.states.set_index(["model", "reasoning_state"])
+    pos = lambda m, s: int(st.loc[(m, s), "cal_pos"])  # noqa: E731
+    mixed = cal.phi[:, pos("labelled", "unknown")]
+    low, high = cal.phi[:, pos("labelled", "low")], cal.phi[:, pos("labelled", "high")]
+    assert np.all((mixed == low) | (mixed == high))      # each draw is one of the model's settings
+    assert (mixed == high).mean() > 0.9                 # its 0.78 looks like the high run (0.80), not the low (0.30)
+    assert max(json.loads(st.loc[("labelled", "unknown"), "setting_probabilities"]).items(), key=lambda kv: kv[1])[0] == "high"
+    assert int(st.loc[("labelled", "unknown"), "n_obs"]) == 1
+    assert (cal.observations["cal_pos"] == pos("labelled", "unknown")).sum() == 1
+    eligible = C.eligibility(cal.states, {"min_families": 1, "min_observations": 1})
+    assert not eligible[[pos("labelled", "unknown"), pos("only_unknown", "unknown")]].any()
+    assert eligible[pos("labelled", "high")]

@@ -97,6 +97,8 @@ def calibrated_states(context: dg.AssetExecutionContext, duckdb: DuckDBResource)
     unmeasured, not_placed = _unmeasured_settings(candidates.observations, si.config, _registry(duckdb))
     calibration = cal_mod.calibrate(draws, reasoning, si.families, candidates.observations, seed=int(cfg["draws"]["seed"]),
                                     theta_priors=priors, unmeasured=unmeasured)
+    calibration = cal_mod.add_unknown_settings(calibration, candidates.unknown, draws, si.families,
+                                               int(cfg["draws"]["seed"]))
     exclusions = pd.concat([candidates.exclusions, not_placed], ignore_index=True)
     rules = model_cfg.get("eligibility", {})
     interval = float(model_cfg["display"].get("interval", 0.9))

@@ -40,9 +40,12 @@ def calibrated_states_valid(duckdb: DuckDBResource) -> dg.AssetCheckResult:
         if not (states["path"] == PATH).all() or not states["status"].str.startswith(STATUS).all():
             problems.append(f"rows without path {PATH!r} or status {STATUS!r}")
         measured = states["observed"].astype(bool)
+        unknown = states["unknown_setting"].astype(bool)
         gated = states["status"].str.contains("below the rank-eligibility gate")
-        if (gated == states["eligible"])[measured].any():
+        if (gated == states["eligible"])[measured & ~unknown].any():
             problems.append("status and eligibility disagree")
+        if states.loc[unknown, "eligible"].any() or not states.loc[unknown, "status"].str.contains("unknown").all():
+            problems.append("a state of unknown setting must say so and is never rank-eligible")
         unmeasured = states[~measured]
         if unmeasured["eligible"].any() or not unmeasured["status"].str.contains("predicted setting").all() \
                 or (unmeasured["n_obs"] != 0).any() or (states.loc[measured, "n_obs"] < 1).any():
