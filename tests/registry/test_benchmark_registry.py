@@ -72,7 +72,7 @@ def test_real_registry_loads_and_matches_the_duckdb_contract(registry):
 
 def test_registry_counts_are_plausible(registry):
     assert len(registry.benchmarks) >= 60
-    assert set(registry.columns["use"]) == {"score", "auxiliary", "ignored"}
+    assert set(registry.columns["use"]) == {"score", "cost", "auxiliary", "ignored"}
     assert registry.benchmarks["benchmark"].is_unique
     # every file that publishes scores has exactly one headline
     scores = registry.columns[registry.columns["use"] == "score"]
