@@ -363,8 +363,9 @@ def raw_costs(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.M
         per_file = dict(conn.execute(
             "SELECT source || '/' || file || ' :: ' || cost_column, count(*) FROM raw_costs GROUP BY 1 ORDER BY 1").fetchall())
         per_unit = count_by(conn, "raw_costs", "cost_unit")
+        staged_audit = " UNION ALL ".join(f"SELECT reason FROM {spec.audit_table}" for spec in SOURCES)
         audited = dict(conn.execute(
-            "SELECT reason, count(*) FROM audit_ingest WHERE reason IN ('zero_cost_unknown', 'negative_cost', "
+            f"SELECT reason, count(*) FROM ({staged_audit}) WHERE reason IN ('zero_cost_unknown', 'negative_cost', "
             "'cost_without_task_count') GROUP BY 1 ORDER BY 1").fetchall())
     context.log.info(f"raw_costs: {total} rows from {per_source}; costs audited at parse: {audited}")
     return dg.MaterializeResult(
