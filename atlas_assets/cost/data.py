@@ -195,7 +195,7 @@ def _anchors(obs: pd.DataFrame, states: pd.DataFrame, models: pd.DataFrame, ref_
     """Per free model (Stan order of `free_model`), the run its base is anchored on: the first run (by run id) of
     its pinned state, with that run's weighted mean log10 cost, benchmark, evaluator, state and harness index.
     Models without a run of their pinned state in `obs`, and every model when `parametrization.base` is
-    'centered', are not anchored."""
+    'centered', are centred. (Anchoring only the models seen in one run was measured worse: docs/cost.md.)"""
     anchored = (cfg.get("parametrization") or {}).get("base", "anchored") == "anchored"
     free = [int(p) for p in models.model_pos if p != ref_model]
     pinned_state = states.loc[states.pinned].set_index("model_pos")["state_pos"]
@@ -204,7 +204,8 @@ def _anchors(obs: pd.DataFrame, states: pd.DataFrame, models: pd.DataFrame, ref_
            "anchor_harness": np.zeros(len(free), int)}
     if not free:
         return out
-    rows = obs.assign(_w=obs.weight.astype(float), _wy=obs.weight.astype(float) * obs.log10_usd.astype(float))
+    rows = obs.assign(_w=obs.weight.astype(float), _wy=obs.weight.astype(float) * obs.log10_usd.astype(float),
+                      model_pos=states.model_pos.to_numpy()[obs.state_pos.to_numpy()])
     for k, m in enumerate(free):
         s = int(pinned_state.loc[m])
         out["anchor_state"][k] = s + 1
@@ -212,7 +213,7 @@ def _anchors(obs: pd.DataFrame, states: pd.DataFrame, models: pd.DataFrame, ref_
             continue
         mine = rows.loc[rows.state_pos == s]
         if mine.empty:
-            continue
+            continue  # no run to anchor on (e.g. every run held out): centred
         run = mine.loc[mine.run_id == sorted(mine.run_id.unique())[0]]
         out["anchored"][k] = 1.0
         out["anchor_y"][k] = float(run._wy.sum() / run._w.sum())
