@@ -530,3 +530,124 @@ class PublishFile(Strict):
     version: int
     required_validation: list[ValidationTable]
     report: PublishReport
+
+
+# --------------------------------------------------------------------------- cost.yaml
+
+
+class CostReference(Strict):
+    model: str = Field(min_length=1)
+    reasoning_state: str = Field(min_length=1)
+
+
+class CostEvaluator(Strict):
+    pattern: str = Field(min_length=1)    # '<source>/<file>' glob
+    evaluator: str = Field(min_length=1)
+
+
+class CostAgentFile(Strict):
+    pattern: str = Field(min_length=1)
+    standard_harness: str = Field(min_length=1)  # regex (RE2, as DuckDB reads it)
+
+    @field_validator("standard_harness")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        import re
+
+        try:
+            re.compile(value)
+        except re.error as error:
+            raise ValueError(f"not a regular expression: {error}") from None
+        return value
+
+
+class CostObservations(Strict):
+    same_run_relative_tolerance: Number = Field(ge=0, lt=1)
+    evaluators: list[CostEvaluator]
+    agent_files: list[CostAgentFile]
+
+
+class CostReasoning(Strict):
+    ladder: list[str] = Field(min_length=1)
+    off_ladder: list[str]
+    default: str
+    pin_preference: list[str]
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> "CostReasoning":
+        names = [*self.ladder, *self.off_ladder, self.default]
+        if len(set(names)) != len(names):
+            raise ValueError(f"ladder, off_ladder and default must not share a setting: {names}")
+        return self
+
+
+class CostParametrization(Strict):
+    base: Literal["anchored", "centered"]
+
+
+class CostLikelihood(Strict):
+    student_t_df: Number = Field(ge=1)
+
+
+class CostPriors(Strict):
+    ref_mu: LocScale
+    ref_suite_sd: Scale
+    ref_within_sd: Scale
+    loglambda_suite_sd: Scale
+    loglambda_within_sd: Scale
+    base_mu: Scale
+    base_sd: Scale
+    setting_effect: Scale
+    dev_sd: Scale
+    harness_sd: Scale
+    sigma: Scale
+
+
+class CostSampler(Strict):
+    chains: int = Field(ge=1)
+    warmup: int = Field(ge=0)
+    draws: int = Field(ge=1)
+    seed: int
+    adapt_delta: Number = Field(gt=0, lt=1)
+    max_treedepth: int = Field(ge=1)
+    engine: Literal["auto", "cmdstanpy", "pystan"]
+    init_radius: Number = Field(ge=0)
+
+
+class CostFrontier(Strict):
+    max_draws: int = Field(ge=10)
+    seed: int
+
+
+class CostOutputs(Strict):
+    interval: Number = Field(gt=0, lt=1)
+    max_draws: int = Field(ge=10)
+    workloads: dict[str, list[str]]
+    frontier: CostFrontier
+
+
+class CostValidationSampler(Strict):
+    chains: int = Field(ge=1)
+    warmup: int = Field(ge=0)
+    draws: int = Field(ge=1)
+
+
+class CostValidation(Strict):
+    folds: int = Field(ge=2)
+    seed: int
+    sampler: CostValidationSampler
+
+
+class CostFile(Strict):
+    version: int
+    stan_file: str
+    reference: CostReference
+    observations: CostObservations
+    reasoning: CostReasoning
+    parametrization: CostParametrization
+    likelihood: CostLikelihood
+    priors: CostPriors
+    sampler: CostSampler
+    diagnostics: Diagnostics
+    outputs: CostOutputs
+    validation: CostValidation

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import dagster as dg
 
-from atlas_assets.defs import clean, ingest, model, outputs, publish, registry, validation
+from atlas_assets.defs import clean, cost, ingest, model, outputs, publish, registry, validation
 from atlas_assets.defs.alerts import run_failure_alerts
 from atlas_assets.resources import build_resources
 
 # Stage packages in pipeline order; each module inside defines assets and the checks beside them.
 STAGES = {
-    "registry": registry, "ingest": ingest, "clean": clean, "model": model, "outputs": outputs,
+    "registry": registry, "ingest": ingest, "clean": clean, "model": model, "outputs": outputs, "cost": cost,
     "validation": validation, "publish": publish,
 }
 

@@ -10,10 +10,15 @@ modeled observations in a canonical order. A fit is named by both, so an unchang
 input and specification reuses the fit, any change refits, and `changed_files`
 says which parts and files moved since an earlier manifest.
 
-Two scopes: "fit" (what shapes the posterior; fit folders are named and checked by it) and
-"publication" (that plus the stages downstream of the posterior: outputs, validation,
-publish). Downstream stages recompute from a fit on every run, so a report or metric change
-moves the publication's fingerprint without forcing an eight-minute refit.
+Three scopes: "fit" (what shapes the capability posterior; fit folders are named and checked by
+it), "cost" (what shapes the cost posterior: the cost parts below, the ingest and registry that
+feed it, the engines; cost fit folders are named and checked by it) and "publication" (both plus
+the stages downstream of the posteriors: outputs, validation, publish). Downstream stages
+recompute from a fit on every run, so a report or metric change moves the publication's
+fingerprint without forcing an eight-minute refit; and nothing of the cost model is in the "fit"
+scope (sql/08, stan/cost.stan, config/cost.yaml, atlas_assets/cost/, ingest/costs.py, and the
+cost columns' entries in config/benchmarks.yaml, which the fit scope hashes with every cost column
+read as a plain auxiliary column), so a cost change never forces the capability refit.
 """
 
 from __future__ import annotations
@@ -41,6 +46,15 @@ NOT_SPECIFICATION = ("defs/*", "defs/*/*", "quality/*", "definitions.py", "resou
 # publication depends on but not of the fit's own specification (a report change must not force a refit).
 DOWNSTREAM_CODE = ("outputs_code", "validation_code", "publish_code")
 DOWNSTREAM_CONFIG = ("outputs.yaml", "validation.yaml", "publish.yaml")
+# The cost model's own parts (scope "cost"; never in scope "fit").
+COST_SQL = ("08_cost_observations.sql",)
+COST_STAN = ("cost.stan",)
+COST_CONFIG = ("cost.yaml",)
+COST_CODE = ("cost/*", "ingest/costs.py")  # package files of the part `cost_code`
+REGISTRY_YAML = "benchmarks.yaml"
+# Fields of a registry column that only the cost model reads.
+COST_COLUMN_FIELDS = ("cost_unit", "tasks_column", "run_total_when")
+SCOPES = ("fit", "cost", "publication")
 
 
 def _sha(data: bytes) -> str:
@@ -54,7 +68,10 @@ def _code_files(package_root: Path) -> dict[str, list[Path]]:
         relative = path.relative_to(package_root)
         if "__pycache__" in relative.parts or any(relative.match(pattern) for pattern in NOT_SPECIFICATION):
             continue
-        part = f"{relative.parts[0]}_code" if len(relative.parts) > 1 else "package_code"
+        if any(relative.match(pattern) for pattern in COST_CODE):
+            part = "cost_code"
+        else:
+            part = f"{relative.parts[0]}_code" if len(relative.parts) > 1 else "package_code"
         parts.setdefault(part, []).append(path)
     return parts
 
@@ -64,25 +81,29 @@ def specification_manifest(
     scope: str = "fit",
 ) -> dict[str, dict[str, str]]:
     """part -> {file (relative to the project) or distribution -> sha256 or version}. `scope` "fit": what shapes
-    the posterior (fit folders are named and checked by it); "publication": that plus the downstream stages."""
-    if scope not in ("fit", "publication"):
-        raise ValueError(f"unknown specification scope {scope!r} (fit | publication)")
+    the capability posterior (fit folders are named and checked by it); "cost": what shapes the cost posterior;
+    "publication": both plus the downstream stages."""
+    if scope not in SCOPES:
+        raise ValueError(f"unknown specification scope {scope!r} ({' | '.join(SCOPES)})")
     project_root = Path(project_root or settings.PROJECT_ROOT)
     package_root = Path(package_root or settings.PACKAGE_ROOT)
     model_config = Path(model_config or settings.model_config_path())
     config_files = [p for p in sorted((package_root / "config").glob("*.yaml"))
                     if p.name not in ("model.yaml", "validation.yaml")
-                    and (scope == "publication" or p.name not in DOWNSTREAM_CONFIG)]
+                    and (scope == "publication" or p.name not in DOWNSTREAM_CONFIG)
+                    and (scope != "fit" or p.name not in COST_CONFIG)]
     validation_config = settings.validation_config_path() if package_root == settings.PACKAGE_ROOT \
         else package_root / "config" / "validation.yaml"
     if scope == "publication" and validation_config.exists():
         config_files.append(validation_config)
+    stan = sorted((project_root / "stan").glob("*.stan"))
     files: dict[str, list[Path]] = {
-        "sql": sorted((project_root / "sql").glob("*.sql")),
-        "stan": sorted((project_root / "stan").glob("*.stan")),
-        "config": [*config_files, model_config],
+        "sql": [p for p in sorted((project_root / "sql").glob("*.sql")) if scope != "fit" or p.name not in COST_SQL],
+        "stan": [p for p in stan if p.name in COST_STAN] if scope == "cost" else
+                [p for p in stan if scope == "publication" or p.name not in COST_STAN],
+        "config": [*config_files, model_config] if scope != "cost" else config_files,
         **{part: paths for part, paths in _code_files(package_root).items()
-           if scope == "publication" or part not in DOWNSTREAM_CODE},
+           if (scope == "publication" or part not in DOWNSTREAM_CODE) and (scope != "fit" or part != "cost_code")},
     }
 
     def label(path: Path) -> str:
@@ -95,9 +116,29 @@ def specification_manifest(
         except ValueError:
             return str(path)
 
-    manifest = {part: {label(p): _sha(p.read_bytes()) for p in paths} for part, paths in files.items()}
+    def digest(path: Path) -> str:
+        if scope == "fit" and path.name == REGISTRY_YAML and path.parent == package_root / "config":
+            return _registry_without_costs(path)
+        return _sha(path.read_bytes())
+
+    manifest = {part: {label(p): digest(p) for p in paths} for part, paths in files.items()}
     manifest["dependencies"] = {name: _version(name) for name in NUMERIC_DISTRIBUTIONS}
     return manifest
+
+
+def _registry_without_costs(path: Path) -> str:
+    """sha256 of the benchmark registry as the capability fit reads it: every cost column as a plain auxiliary
+    column (a cost column is read by the cost model only; for the scores it is a known, unused column)."""
+    import yaml
+
+    document = yaml.safe_load(path.read_text())
+    for files in (document.get("files") or {}).values():
+        for entry in (files or {}).values():
+            columns = entry.get("columns") if isinstance(entry, dict) else None
+            for name, spec in list((columns or {}).items()):
+                if isinstance(spec, dict) and spec.get("use") == "cost":
+                    columns[name] = {"use": "auxiliary"}
+    return _sha(json.dumps(document, sort_keys=True, default=str).encode())
 
 
 def _version(distribution: str) -> str:

@@ -28,6 +28,30 @@ CREATE TABLE IF NOT EXISTS raw_scores (
     verification_class VARCHAR              -- who checked it (seed 002): 'independent' | 'community' | 'vendor_reported' | 'unverified'
 );
 
+-- One row per reported cost: one (source, file, row, cost column), converted to US dollars per task by
+-- the column's registered unit (registry_columns.cost_unit). (source, file, row_number) is the row
+-- identity of raw_scores, so a cost joins the score it was reported with; unusable costs (0 = not
+-- reported, negative, a whole-run cost without a task count) are in audit_ingest, not here.
+CREATE TABLE IF NOT EXISTS raw_costs (
+    row_key           VARCHAR PRIMARY KEY,  -- '<source>/<file>#<row_number>/<benchmark>/cost[:<column>]'
+    source            VARCHAR NOT NULL,
+    source_class      VARCHAR NOT NULL,
+    snapshot_sha256   VARCHAR NOT NULL,
+    file              VARCHAR NOT NULL,
+    row_number        INTEGER NOT NULL,
+    model_id          VARCHAR NOT NULL,     -- model identifier exactly as published (as in raw_scores)
+    model_name        VARCHAR,
+    benchmark         VARCHAR NOT NULL,     -- the benchmark whose run the cost is of
+    cost_column       VARCHAR NOT NULL,
+    cost_unit         VARCHAR NOT NULL,     -- unit the value was read in: 'usd_per_task' | 'usd_per_run'
+    reported_value    DOUBLE NOT NULL,      -- as published (x the column's scale)
+    tasks             DOUBLE,               -- task count a whole-run value was divided by
+    usd_per_task      DOUBLE NOT NULL,      -- > 0
+    harness           VARCHAR,
+    sampling_protocol VARCHAR,
+    evaluated_on      DATE
+);
+
 -- Every row or field the parsers could not use, with the reason.
 CREATE TABLE IF NOT EXISTS audit_ingest (
     source          VARCHAR NOT NULL,
@@ -98,8 +122,10 @@ CREATE TABLE IF NOT EXISTS registry_columns (
     reason     VARCHAR,                     -- for 'ignored' (and notes for auxiliary)
     cost_unit  VARCHAR,                     -- for use = 'cost': 'usd_per_task' | 'usd_per_run'
     tasks_column VARCHAR,                   -- for 'usd_per_run': the column with the run's task count
+    run_total_when VARCHAR,                 -- for 'usd_per_task': rows where this column is filled carry a whole-run total
     PRIMARY KEY (source, file, "column")
 );
+ALTER TABLE registry_columns ADD COLUMN IF NOT EXISTS run_total_when VARCHAR;
 
 -- Model registry: every published identifier mapped to a canonical model and a normalized reasoning state.
 CREATE TABLE IF NOT EXISTS registry_model_ids (

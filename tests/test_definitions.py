@@ -6,7 +6,7 @@ import dagster as dg
 
 from atlas_assets.definitions import defs
 
-STAGE_GROUPS = {"registry", "ingest", "clean", "model", "outputs", "validation", "publish"}
+STAGE_GROUPS = {"registry", "ingest", "clean", "model", "outputs", "cost", "validation", "publish"}
 
 
 def asset_groups() -> dict[str, str]:
@@ -22,6 +22,8 @@ def test_definitions_load_and_every_asset_sits_in_a_stage_group():
         "epoch_hub_scores": "ingest", "swe_bench_scores": "ingest", "raw_scores": "ingest",
         "validation_fold": "validation", "validation_summary": "validation",
         "publication": "publish", "report": "publish",
+        "raw_costs": "ingest", "cost_observations": "cost", "audit_cost_exclusions": "cost", "cost_fit": "cost",
+        "cost_index": "cost", "cost_frontier": "cost",
     }
     for asset, group in expected.items():
         assert groups[asset] == group, asset

@@ -73,3 +73,44 @@ def test_downstream_stages_move_the_publication_fingerprint_but_not_the_fit(tmp_
         "outputs_code": ["atlas_assets/outputs/reliability.py"],
         "validation_code": ["atlas_assets/validation/metrics.py"],
     }
+
+
+def test_a_cost_model_change_moves_the_cost_and_publication_fingerprints_but_not_the_fit(tmp_path):
+    root, package = copy_project(tmp_path)
+    model_config = package / "config" / "model.yaml"
+    before = {scope: specification_manifest(root, package, model_config, scope=scope)
+              for scope in ("fit", "cost", "publication")}
+    for path in (root / "sql" / "08_cost_observations.sql", root / "stan" / "cost.stan",
+                 package / "config" / "cost.yaml", package / "cost" / "data.py", package / "ingest" / "costs.py"):
+        path.write_text(path.read_text() + "\n-- a cost change\n" if path.suffix == ".sql" else
+                        path.read_text() + "\n// a cost change\n" if path.suffix == ".stan" else
+                        path.read_text() + "\n# a cost change\n")
+    # a cost column's unit in the benchmark registry is a cost change too
+    registry = package / "config" / "benchmarks.yaml"
+    text = registry.read_text()
+    old = '"Average costs": {use: cost, cost_unit: usd_per_task, reason: "mean USD cost per task"}'
+    assert old in text
+    registry.write_text(text.replace(old, '"Average costs": {use: cost, cost_unit: usd_per_run, reason: "a fix"}'))
+    after = {scope: specification_manifest(root, package, model_config, scope=scope)
+             for scope in ("fit", "cost", "publication")}
+    assert manifest_fingerprint(after["fit"]) == manifest_fingerprint(before["fit"])
+    moved = {"config": ["atlas_assets/config/benchmarks.yaml", "atlas_assets/config/cost.yaml"],
+             "cost_code": ["atlas_assets/cost/data.py", "atlas_assets/ingest/costs.py"],
+             "sql": ["sql/08_cost_observations.sql"], "stan": ["stan/cost.stan"]}
+    assert changed_files(before["cost"], after["cost"]) == moved
+    assert changed_files(before["publication"], after["publication"]) == moved
+    # the capability fit's own parts are not in the cost scope, and the cost model's not in the fit scope
+    assert "stan/atlas.stan" not in after["cost"]["stan"] and "model_config" not in after["cost"]["config"]
+    assert "cost_code" not in after["fit"] and "sql/08_cost_observations.sql" not in after["fit"]["sql"]
+
+
+def test_a_score_column_change_in_the_registry_still_moves_the_fit(tmp_path):
+    root, package = copy_project(tmp_path)
+    before = manifest_of(root, package)
+    registry = package / "config" / "benchmarks.yaml"
+    text = registry.read_text()
+    old = '"% Resolved": {use: score, benchmark: the_agent_company, headline: true}'
+    assert old in text
+    registry.write_text(text.replace(old, '"% Resolved": {use: score, benchmark: the_agent_company, headline: true, scale: 0.01}'))
+    after = manifest_of(root, package)
+    assert changed_files(before, after) == {"config": ["atlas_assets/config/benchmarks.yaml"]}

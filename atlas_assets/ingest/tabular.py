@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from atlas_assets.ingest.costs import cost_row
 from atlas_assets.ingest.records import ParseOutput, ValueProblem, blank_to_none, parse_date, parse_number, parse_shots
 
 # (record) -> (model_id, model_name, problem); problem is an audit detail when the id can't be had.
@@ -166,42 +167,6 @@ def read_records(
                     row[key] = row[key] * scale
             out.scores.append(row)
         for cost_column in cost_columns.itertuples(index=False):
-            cost = _cost_row(out, record, cost_column, shared, items, number, f"{source}/{file} row {row_number}")
+            cost = cost_row(out, record, cost_column, shared, items, number, f"{source}/{file} row {row_number}")
             if cost is not None:
                 out.costs.append(cost)
-
-
-def _cost_row(out: ParseOutput, record: Mapping[str, Any], column, shared: dict, items: dict, number,
-              where: str) -> dict | None:
-    """One cost row in USD per task, or None (blank; or audited: 0 means 'not reported', not free)."""
-    value = number(column.column)
-    if value is None:
-        return None
-    value *= float(column.scale)
-    if value <= 0:
-        reason = "zero_cost_unknown" if value == 0 else "negative_cost"
-        out.flag(reason, f"{where} field {column.column!r}: cost {value!r} is not a cost (0 = not reported)",
-                 file=shared["file"], row_number=shared["row_number"], field_name=column.column, value=value)
-        return None
-    tasks = None
-    if column.cost_unit == "usd_per_run":
-        tasks_column = column.tasks_column if isinstance(column.tasks_column, str) else None
-        tasks = number(tasks_column) if tasks_column else None
-        if tasks is None and not tasks_column:
-            registered_items = items.get(column.benchmark)
-            tasks = None if registered_items is None or pd.isna(registered_items) else float(registered_items)
-        if tasks is None or tasks <= 0:
-            out.flag("cost_without_task_count",
-                     f"{where} field {column.column!r}: a whole-run cost with no task count "
-                     f"({tasks_column or 'registered items of ' + column.benchmark}); not converted",
-                     file=shared["file"], row_number=shared["row_number"], field_name=column.column, value=value)
-            return None
-    return {
-        "row_key": f"{shared['source']}/{shared['file']}#{shared['row_number']}/{column.benchmark}/cost",
-        "source": shared["source"], "source_class": shared["source_class"], "snapshot_sha256": out.snapshot_sha256,
-        "file": shared["file"], "row_number": shared["row_number"], "model_id": shared["model_id"],
-        "model_name": shared["model_name"], "benchmark": column.benchmark, "cost_column": column.column,
-        "cost_unit": column.cost_unit, "reported_value": value, "tasks": tasks,
-        "usd_per_task": value / tasks if tasks else value, "harness": shared["harness"],
-        "sampling_protocol": shared["sampling_protocol"], "evaluated_on": shared["evaluated_on"],
-    }

@@ -57,8 +57,9 @@ class Stamps:
 
 @dataclass(frozen=True)
 class Artifact:
-    """One published table. `source`: "fit_folder" (a score table of the fit, `<name>.parquet`) or
-    "table" (a DuckDB table that must carry `fit`). `columns`: what readers rely on (for an optional
+    """One published table. `source`: "fit_folder" (a score table of the fit, `<name>.parquet`), "table" (a
+    DuckDB table that must carry `fit`) or "cost_table" (a DuckDB table of the cost fit: it carries `cost_fit`
+    instead, one value, the same in every table that names a cost fit). `columns`: what readers rely on (for an optional
     table, its whole schema: an absent one is published empty with exactly these columns and types)."""
 
     name: str
@@ -160,6 +161,16 @@ ARTIFACTS: tuple[Artifact, ...] = (
     Artifact("validation_sensitivity", "table", "Largest top-20 rank shift when each well-covered family is dropped.",
              _cols("dropped_family n_observations_dropped:int max_top20_rank_shift:float model"),
              required=False, order_by=("dropped_family", "model")),
+    Artifact("cost_index", "cost_table", "Relative cost per reasoning state (x GPT-5 high, median and 90% interval) "
+             "and typical US dollars per task on the configured workloads, from the cost fit named in cost_fit.",
+             _cols("model reasoning_state cost_index_median:float cost_index_lower:float cost_index_upper:float "
+                   "n_runs:int cost_fit"),
+             required=False, order_by=("model", "reasoning_state")),
+    Artifact("cost_frontier", "table", "Capability vs cost: Pareto-optimal states on the medians and P(on the "
+             "frontier) from paired draws of the capability fit (fit) and the cost fit (cost_fit).",
+             _cols("model reasoning_state capability_median:float cost_index_median:float pareto_optimal:bool "
+                   "p_frontier:float cost_fit"),
+             required=False, order_by=("model", "reasoning_state")),
 )
 ARTIFACTS_BY_NAME = {a.name: a for a in ARTIFACTS}
 VALIDATION_ARTIFACTS = tuple(a.name for a in ARTIFACTS if a.name.startswith("validation_"))
@@ -287,11 +298,20 @@ def collect_tables(conn: duckdb.DuckDBPyConnection, fit_dir: Path, stamps: Stamp
             if found:
                 problems.extend(found)
                 continue
+        if artifact.source == "cost_table" and not frame.empty and "cost_fit" in frame.columns:
+            if frame["cost_fit"].isna().any() or frame["cost_fit"].nunique() != 1:
+                problems.append(f"{artifact.name} is not from one cost fit (cost_fit: "
+                                f"{sorted(map(str, frame['cost_fit'].dropna().unique()))})")
+                continue
         lacking = [c for c in artifact.columns if c not in frame.columns]
         if lacking:
             problems.append(f"{artifact.name} lacks columns {lacking}")
             continue
         collected[artifact.name] = Collected(stamp(_ordered(frame, artifact.order_by), stamps), note)
+    cost_fits = {name: sorted(map(str, item.frame["cost_fit"].dropna().unique()))
+                 for name, item in collected.items() if "cost_fit" in item.frame.columns and len(item.frame)}
+    if len({fit for fits in cost_fits.values() for fit in fits}) > 1:
+        problems.append(f"the cost tables come from different cost fits: {cost_fits}")
     if problems:
         raise PublicationRefused(problems)
     return collected
@@ -388,6 +408,7 @@ def methodology_record(conn: duckdb.DuckDBPyConnection, fit_dir: Path, stamps: S
             "publication_sha256": publication_fingerprint,
             "downstream_parts": {part: manifest_fingerprint({part: files}) for part, files in downstream.items()},
         },
+        "cost_fit": _cost_fit_record(tables),
         "cleaning_stages": _query(conn, "stage_counts.sql", "audit_stage_history", present),
         "sources": _query(conn, "source_snapshots.sql", "source_snapshots", present),
         "libraries": library_versions(),
@@ -397,6 +418,17 @@ def methodology_record(conn: duckdb.DuckDBPyConnection, fit_dir: Path, stamps: S
             for name, item in tables.items()
         },
     }
+
+
+def _cost_fit_record(tables: dict[str, Collected]) -> dict[str, Any] | None:
+    """The cost fit the cost tables come from: its name and its gates (fit_summary.json), when there are any."""
+    frame = tables["cost_index"].frame if "cost_index" in tables else None
+    if frame is None or frame.empty or "cost_fit" not in frame.columns:
+        return None
+    name = str(frame["cost_fit"].iloc[0])
+    summary = _read_json(settings.atlas_home() / "model" / "cost_fits" / name / "fit_summary.json") or {}
+    summary.pop("out_dir", None)
+    return {"name": name, "summary": summary}
 
 
 def collect_publication(conn: duckdb.DuckDBPyConnection, fit_dir: Path,

@@ -35,7 +35,8 @@ FILE_COLUMNS = [
     "organization_column", "origin_column", "origin_url_column", "verification_class", "republishes_source",
     "republishes_file",
 ]
-COLUMN_COLUMNS = ["source", "file", "column", "use", "benchmark", "headline", "scale", "reason", "cost_unit", "tasks_column"]
+COLUMN_COLUMNS = ["source", "file", "column", "use", "benchmark", "headline", "scale", "reason", "cost_unit", "tasks_column",
+                  "run_total_when"]
 
 DIRECTIONS = {"higher", "lower", "zero_best", "target", "custom"}
 UNITS = {"fraction", "percent", "rating_0_10", "points", "elo", "minutes"}
@@ -52,7 +53,9 @@ SOURCES = {"epoch_hub", "swe_bench", "aider", "tau2_bench", "arc_prize"}
 SOURCE_CLASSES = {"model_release", "evaluator_release", "benchmark_release"}
 USES = {"score", "cost", "auxiliary", "ignored"}
 # How a cost column is published: dollars per task, or for the whole run (divided by the task count:
-# the record's `tasks_column` when given, else the benchmark's registered item count).
+# the record's `tasks_column` when given, else the benchmark's registered item count). A usd_per_task column
+# whose publisher pastes whole-run totals into some rows names, in `run_total_when`, the column that is filled
+# exactly on those rows (Epoch's Aider copy: the 9 rows with a 'Date of evaluation' carry Aider's total_cost).
 COST_UNITS = {"usd_per_task", "usd_per_run"}
 LAYOUTS = {"old", "new", "swe_bench", "aider", "tau2_bench", "arc_prize"}
 # Who checked a score (seed 002), best first. The class of a row: the parser's per-row rule where the
@@ -79,7 +82,7 @@ VERIFICATION_FIELDS = {"by_source_class", "maintainers", "same_organization"}
 # maintainer (community). The packaged benchmarks.yaml states the same mapping explicitly.
 DEFAULT_VERIFICATION = {"by_source_class": {"evaluator_release": "independent", "model_release": "vendor_reported",
                                             "benchmark_release": "community"}}
-COLUMN_FIELDS = {"use", "benchmark", "headline", "scale", "reason", "cost_unit", "tasks_column"}
+COLUMN_FIELDS = {"use", "benchmark", "headline", "scale", "reason", "cost_unit", "tasks_column", "run_total_when"}
 
 
 class RegistryError(ValueError):
@@ -389,9 +392,10 @@ class _Validator:
                     raise self.fail(f"{where}.columns.{row['column']}", "benchmark",
                                     "a cost column in a file without a headline score must name its benchmark")
                 row["benchmark"] = headline_benchmark
-            if row["tasks_column"] is not None and row["tasks_column"] not in registered:
-                raise self.fail(f"{where}.columns.{row['column']}", "tasks_column",
-                                f"names column {row['tasks_column']!r}, which is not registered under columns")
+            for field in ("tasks_column", "run_total_when"):
+                if row[field] is not None and row[field] not in registered:
+                    raise self.fail(f"{where}.columns.{row['column']}", field,
+                                    f"names column {row[field]!r}, which is not registered under columns")
         pointers = {}
         for field in FILE_POINTER_FIELDS:
             value = entry.get(field)
@@ -440,6 +444,7 @@ class _Validator:
         if reason is not None and not isinstance(reason, str):
             raise self.fail(where, "reason", "must be a string")
         cost_unit, tasks_column = spec.get("cost_unit"), spec.get("tasks_column")
+        run_total_when = spec.get("run_total_when")
         if use == "cost":
             # A cost belongs to a benchmark's run: the one named, else the file's headline benchmark (filled
             # in by the file once its headline is known).
@@ -450,9 +455,12 @@ class _Validator:
                 raise self.fail(where, "headline", "a cost column cannot be the headline score")
             if tasks_column is not None and (cost_unit != "usd_per_run" or not isinstance(tasks_column, str)):
                 raise self.fail(where, "tasks_column", "only a usd_per_run cost names a tasks column (a column name)")
-        elif cost_unit is not None or tasks_column is not None:
-            raise self.fail(where, "cost_unit" if cost_unit is not None else "tasks_column",
-                            f"only cost columns have a cost unit or tasks column (use is {use!r})")
+            if run_total_when is not None and (cost_unit != "usd_per_task" or not isinstance(run_total_when, str)):
+                raise self.fail(where, "run_total_when", "only a usd_per_task cost names a run_total_when column "
+                                "(a column name: rows where it is filled carry a whole-run total)")
+        elif cost_unit is not None or tasks_column is not None or run_total_when is not None:
+            field = "cost_unit" if cost_unit is not None else "tasks_column" if tasks_column is not None else "run_total_when"
+            raise self.fail(where, field, f"only cost columns have a cost unit, tasks column or run_total_when (use is {use!r})")
         elif use == "score":
             if benchmark is None:
                 raise self.fail(where, "benchmark", "a score column must name the benchmark it publishes")
@@ -466,7 +474,8 @@ class _Validator:
             if use == "ignored" and not (reason and reason.strip()):
                 raise self.fail(where, "reason", "an ignored column needs a reason")
         return dict(source=source, file=file, column=name, use=use, benchmark=benchmark, headline=headline,
-                    scale=scale, reason=reason, cost_unit=cost_unit, tasks_column=tasks_column)
+                    scale=scale, reason=reason, cost_unit=cost_unit, tasks_column=tasks_column,
+                    run_total_when=run_total_when)
 
     # -------------------------------------------------------------------------------- field helpers
 

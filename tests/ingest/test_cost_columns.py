@@ -87,3 +87,42 @@ def test_a_malformed_cost_column_is_named(tmp_path, column, change, fragment):
     with pytest.raises(RegistryError, match=fragment) as error:
         _registry(tmp_path, document)
     assert column in str(error.value)
+
+
+def test_a_per_task_column_with_pasted_run_totals_converts_only_those_rows(tmp_path):
+    # Epoch's Aider copy: per-exercise dollars, except on rows with a 'Date of evaluation' (the leaderboard's
+    # whole-run total_cost pasted in): run_total_when names the column that marks them.
+    document = copy.deepcopy(REGISTRY)
+    columns = document["files"]["epoch_hub"]["toy.csv"]["columns"]
+    columns["Cost"] = {"use": "cost", "cost_unit": "usd_per_task", "run_total_when": "Evaluated"}
+    columns["Evaluated"] = {"use": "auxiliary"}
+    registry = _registry(tmp_path, document)
+    base = {"Score B": "", "Cost per task B": "", "Tasks": "", "Run cost B": ""}
+    out = _parse(registry, {"Model": "m1", "Score": "0.5", "Cost": "0.13", "Evaluated": "", **base},
+                 {"Model": "m2", "Score": "0.6", "Cost": "29.08", "Evaluated": "2025-08-23", **base})
+    costs = out.cost_frame().set_index("model_id")
+    assert costs.loc["m1", "usd_per_task"] == pytest.approx(0.13) and costs.loc["m1", "cost_unit"] == "usd_per_task"
+    assert costs.loc["m2", "usd_per_task"] == pytest.approx(29.08 / 200) and costs.loc["m2", "cost_unit"] == "usd_per_run"
+    assert costs["row_key"].is_unique
+
+
+def test_two_cost_columns_of_one_run_get_distinct_row_keys(tmp_path):
+    document = copy.deepcopy(REGISTRY)
+    document["files"]["epoch_hub"]["toy.csv"]["columns"]["Cost per task"] = {"use": "cost", "cost_unit": "usd_per_task"}
+    registry = _registry(tmp_path, document)
+    out = _parse(registry, {"Model": "m1", "Score": "0.5", "Score B": "", "Cost": "50", "Cost per task": "0.25",
+                            "Cost per task B": "", "Tasks": "", "Run cost B": ""})
+    keys = out.cost_frame()["row_key"].tolist()
+    assert len(keys) == 2 and len(set(keys)) == 2
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"cost_unit": "usd_per_run", "run_total_when": "Tasks"}, "run_total_when"),
+    ({"cost_unit": "usd_per_task", "run_total_when": "Nowhere"}, "Nowhere"),
+])
+def test_a_malformed_run_total_when_is_named(tmp_path, change, fragment):
+    document = copy.deepcopy(REGISTRY)
+    document["files"]["epoch_hub"]["toy.csv"]["columns"]["Cost"].update(change)
+    with pytest.raises(RegistryError, match=fragment) as error:
+        _registry(tmp_path, document)
+    assert "Cost" in str(error.value)

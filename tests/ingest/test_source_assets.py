@@ -20,7 +20,7 @@ import pytest
 
 from atlas_assets import settings
 from atlas_assets.defs.ingest import assets as ingest_assets
-from atlas_assets.defs.ingest.assets import raw_scores, source_assets
+from atlas_assets.defs.ingest.assets import raw_costs, raw_scores, source_assets
 from atlas_assets.defs.ingest.checks import source_checks
 from atlas_assets.ingest import epoch, swebench
 from atlas_assets.ingest.fetch import mirror_path
@@ -51,8 +51,9 @@ def zip_of(members: dict[str, str | bytes]) -> bytes:
     return buffer.getvalue()
 
 
-def swe(n: int) -> bytes:
-    results = [{"name": f"Agent + M{i}", "resolved": str(40 + i), "date": "2025-11-20", "cost": None,
+def swe(n: int, costs: list | None = None) -> bytes:
+    costs = costs or [None] * n
+    results = [{"name": f"Agent + M{i}", "resolved": str(40 + i), "date": "2025-11-20", "cost": costs[i - 1],
                 "tags": [f"Model: model-{i}", "System: Attempts - 1"]} for i in range(1, n + 1)]
     return json.dumps({"leaderboards": [{"name": "Toy", "results": results}]}).encode()
 
@@ -239,4 +240,21 @@ def test_good_runs_pass_every_source_check(mirror):
     result = run(selection)
     assert result.success
     evaluations = result.get_asset_check_evaluations()
-    assert len(evaluations) == 6 and all(e.passed for e in evaluations)
+    expected = sum(len(list(c.check_keys)) for c in selection if isinstance(c, dg.AssetChecksDefinition))
+    assert len(evaluations) == expected >= 6 and all(e.passed for e in evaluations)
+
+
+# --- issue 11: reported costs ride with their scores ------------------------------------------------
+
+def test_costs_are_staged_beside_the_scores_and_fall_back_with_them(mirror):
+    good = swe(3, costs=[100.0, 0, "250"])  # whole-run dollars of 500 instances; 0 = not reported
+    mirror.sources({"toy_mc.csv": mc(2)}, good)
+    assert run([*source_assets, raw_scores, raw_costs]).success
+    staged = query("SELECT row_number, model_id, cost_unit, tasks, usd_per_task, snapshot_sha256 FROM raw_costs ORDER BY 1")
+    assert staged == [(1, "model-1", "usd_per_run", 500.0, 0.2, sha(good)), (3, "model-3", "usd_per_run", 500.0, 0.5, sha(good))]
+    assert query("SELECT row_number, field FROM audit_ingest WHERE reason = 'zero_cost_unknown'") == [(2, "cost")]
+    # an unusable download: the scores AND the costs of the last good snapshot stay
+    mirror.sources({"toy_mc.csv": mc(2)}, json.dumps({"leaderboards": [{"name": "Toy", "results": []}]}).encode())
+    assert run([*source_assets, raw_scores, raw_costs]).success
+    assert query("SELECT count(*), any_value(snapshot_sha256) FROM raw_costs") == [(2, sha(good))]
+    assert rows_by_file("swe_bench") == {"leaderboards.json:Toy": 3}

@@ -29,7 +29,8 @@ def test_every_artifact_is_stamped_with_the_one_fit_data_hash_and_specification(
     expected = (bundle.fit, bundle.data_sha256, SPEC_SHA256)
     # the fixture home has no calibrated / predicted-state tables (their assets have tests of their own):
     # published empty with a note, still with the stamp columns
-    not_in_fixture = {"calibrated_states", "calibrated_cell_predictions", "predicted_states", "predicted_state_cells"}
+    not_in_fixture = {"calibrated_states", "calibrated_cell_predictions", "predicted_states", "predicted_state_cells",
+                      "cost_index", "cost_frontier"}
     for name, item in publication.tables.items():
         assert len(item.frame) or (name in not_in_fixture and "does not exist" in item.note), name
         assert set(STAMP_COLUMNS) <= set(item.frame.columns), name
@@ -117,3 +118,31 @@ def test_rows_are_published_in_a_canonical_order(tmp_path, bundle):
     frame = collect(tmp_path, fit_dir).tables["cell_predictions"].frame
     keys = frame[["model", "reasoning_state", "family"]]
     pd.testing.assert_frame_equal(keys, keys.sort_values(list(keys.columns)).reset_index(drop=True))
+
+
+def _cost_tables(bundle, cost_fit="aaaa-cost", frontier_cost_fit=None, frontier_fit=None):
+    index = pd.DataFrame({"model": ["m001", "m002"], "reasoning_state": ["default", "high"],
+                          "cost_index_median": [1.0, 0.4], "cost_index_lower": [1.0, 0.3], "cost_index_upper": [1.0, 0.5],
+                          "n_runs": [2, 1], "cost_fit": [cost_fit, cost_fit]})
+    frontier = pd.DataFrame({"model": ["m001"], "reasoning_state": ["default"], "capability_median": [150.0],
+                             "cost_index_median": [1.0], "pareto_optimal": [True], "p_frontier": [0.9],
+                             "fit": [frontier_fit or bundle.fit], "cost_fit": [frontier_cost_fit or cost_fit]})
+    return {"cost_index": index, "cost_frontier": frontier}
+
+
+def test_cost_tables_are_published_with_their_cost_fit(tmp_path, bundle):
+    fit_dir = make_home(tmp_path, bundle, replace=_cost_tables(bundle))
+    publication = collect(tmp_path, fit_dir)
+    assert len(publication.tables["cost_index"].frame) == 2
+    assert set(publication.tables["cost_frontier"].frame.cost_fit) == {"aaaa-cost"}
+    assert publication.methodology["cost_fit"]["name"] == "aaaa-cost"
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ({"frontier_cost_fit": "bbbb-cost"}, "different cost fits"),
+    ({"frontier_fit": "0000000000000000-1111111111111111-c4w1000d750s1"}, "cost_frontier is stamped fit"),
+])
+def test_cost_tables_of_another_fit_are_refused(tmp_path, bundle, change, fragment):
+    fit_dir = make_home(tmp_path, bundle, replace=_cost_tables(bundle, **change))
+    with pytest.raises(PublicationRefused, match=fragment):
+        collect(tmp_path, fit_dir)

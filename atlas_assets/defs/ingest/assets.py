@@ -74,6 +74,10 @@ class SourceSpec:
         return f"raw_scores__{self.name}"
 
     @property
+    def cost_staging_table(self) -> str:
+        return f"raw_costs__{self.name}"
+
+    @property
     def audit_table(self) -> str:
         return f"audit_ingest__{self.name}"
 
@@ -132,6 +136,7 @@ def _last_good(conn, spec: SourceSpec) -> LastGood | None:
 
 def _ensure_staging(conn, spec: SourceSpec) -> None:
     conn.execute(f"CREATE TABLE IF NOT EXISTS {spec.staging_table} AS SELECT * FROM raw_scores LIMIT 0")
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {spec.cost_staging_table} AS SELECT * FROM raw_costs LIMIT 0")
     conn.execute(f"CREATE TABLE IF NOT EXISTS {spec.audit_table} AS SELECT * FROM audit_ingest LIMIT 0")
 
 
@@ -160,7 +165,8 @@ def _shortfall(spec: SourceSpec, parsed: ParseOutput, last: LastGood | None, sha
 
 
 def _keep_last_good_files(conn, spec: SourceSpec, parsed: ParseOutput) -> list[str]:
-    """Files the snapshot could not deliver keep their rows: copied into temp tables kept_scores / kept_audit.
+    """Files the snapshot could not deliver keep their rows: copied into temp tables kept_scores / kept_costs /
+    kept_audit (a file's costs travel with its scores: the same snapshot semantics).
 
     A file that vanished, emptied, or could not be read as a whole (parsed.file_errors) keeps the
     rows it had in the staging table: each keeps the sha256 of the snapshot it came from, so
@@ -188,6 +194,8 @@ def _keep_last_good_files(conn, spec: SourceSpec, parsed: ParseOutput) -> list[s
     files = ", ".join("?" * len(kept)) or "NULL"
     skip = list(FILE_ERROR_REASONS + KEPT_ROWS_REASONS + SNAPSHOT_REASONS)
     conn.execute(f"CREATE OR REPLACE TEMP TABLE kept_scores AS SELECT * FROM {spec.staging_table} WHERE file IN ({files})", kept)
+    conn.execute(f"CREATE OR REPLACE TEMP TABLE kept_costs AS SELECT * FROM {spec.cost_staging_table} WHERE file IN ({files})",
+                 kept)
     conn.execute(
         f"CREATE OR REPLACE TEMP TABLE kept_audit AS SELECT * FROM {spec.audit_table} "
         f"WHERE file IN ({files}) AND reason NOT IN ({', '.join('?' * len(skip))})", kept + skip,
@@ -196,10 +204,11 @@ def _keep_last_good_files(conn, spec: SourceSpec, parsed: ParseOutput) -> list[s
 
 
 def _stage(conn, spec: SourceSpec, parsed: ParseOutput) -> None:
-    """Staging tables := this parse's rows plus the kept ones, in one transaction."""
+    """Staging tables (scores, costs, audit) := this parse's rows plus the kept ones, in one transaction."""
     conn.execute("BEGIN TRANSACTION")
     try:
         for table, like, frame, kept in ((spec.staging_table, "raw_scores", parsed.score_frame(), "kept_scores"),
+                                         (spec.cost_staging_table, "raw_costs", parsed.cost_frame(), "kept_costs"),
                                          (spec.audit_table, "audit_ingest", parsed.audit_frame(), "kept_audit")):
             conn.register("incoming_frame", frame)
             conn.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM {like} LIMIT 0")
@@ -219,7 +228,8 @@ def build_source_asset(spec: SourceSpec) -> dg.AssetsDefinition:
         deps=["registry_benchmarks"],
         pool="duckdb",
         kinds={"duckdb", "python"},
-        description=f"Scores scraped from {spec.url} ({spec.source_class_note}); staged as `{spec.staging_table}`.",
+        description=f"Scores scraped from {spec.url} ({spec.source_class_note}); staged as `{spec.staging_table}` "
+        f"(reported costs: `{spec.cost_staging_table}`).",
         metadata={"source_url": spec.url},
     )
     def source_scores(context: dg.AssetExecutionContext, config: IngestConfig, fetcher: SourceFetcher,
@@ -289,6 +299,7 @@ def build_source_asset(spec: SourceSpec) -> dg.AssetsDefinition:
             benchmarks = count_by(conn, spec.staging_table, "benchmark")
             reasons = count_by(conn, spec.audit_table, "reason")
             staged = conn.execute(f"SELECT count(*) FROM {spec.staging_table}").fetchone()[0]
+            staged_costs = conn.execute(f"SELECT count(*) FROM {spec.cost_staging_table}").fetchone()[0]
             audit_rows = conn.execute(f"SELECT count(*) FROM {spec.audit_table}").fetchone()[0]
 
         metadata: dict[str, object] = {
@@ -297,6 +308,7 @@ def build_source_asset(spec: SourceSpec) -> dg.AssetsDefinition:
             "score_rows": staged,
             "score_rows_from_snapshot": len(parsed.scores),
             "score_rows_kept_from_earlier": staged - len(parsed.scores),
+            "cost_rows": staged_costs,
             "files_kept_from_earlier": dg.MetadataValue.json(kept_files),
             "file_errors": dg.MetadataValue.json(parsed.file_errors),
             "audit_rows": audit_rows,
@@ -356,5 +368,44 @@ def raw_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.
             "snapshots": dg.MetadataValue.json(snapshots),
             "audit_rows": audit_total,
             "audit_reasons": dg.MetadataValue.json(reasons),
+        }
+    )
+
+
+@dg.asset(
+    deps=[spec.asset_name for spec in SOURCES],
+    pool="duckdb",
+    kinds={"duckdb"},
+    description="Every reported cost of every source in one long table (raw_costs), in US dollars per task by the "
+    "registry's unit of its column, with the same row identity as raw_scores; unusable costs (0 = not reported, "
+    "negative, a whole-run cost without a task count) are in `audit_ingest`. Same snapshots as the scores.",
+)
+def raw_costs(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
+    with duckdb.get_connection() as conn:
+        ensure_source_tables(conn)
+        for spec in SOURCES:
+            _ensure_staging(conn, spec)  # a source that never ran contributes nothing, not an error
+        conn.execute("BEGIN TRANSACTION")
+        conn.execute("DELETE FROM raw_costs")
+        for spec in SOURCES:
+            conn.execute(f"INSERT INTO raw_costs BY NAME SELECT * FROM {spec.cost_staging_table}")
+        conn.execute("COMMIT")
+        total = conn.execute("SELECT count(*) FROM raw_costs").fetchone()[0]
+        per_source = count_by(conn, "raw_costs", "source")
+        per_file = dict(conn.execute(
+            "SELECT source || '/' || file || ' :: ' || cost_column, count(*) FROM raw_costs GROUP BY 1 ORDER BY 1").fetchall())
+        per_unit = count_by(conn, "raw_costs", "cost_unit")
+        staged_audit = " UNION ALL ".join(f"SELECT reason FROM {spec.audit_table}" for spec in SOURCES)
+        audited = dict(conn.execute(
+            f"SELECT reason, count(*) FROM ({staged_audit}) WHERE reason IN ('zero_cost_unknown', 'negative_cost', "
+            "'cost_without_task_count') GROUP BY 1 ORDER BY 1").fetchall())
+    context.log.info(f"raw_costs: {total} rows from {per_source}; costs audited at parse: {audited}")
+    return dg.MaterializeResult(
+        metadata={
+            "dagster/row_count": total,
+            "rows_per_source": dg.MetadataValue.json(per_source),
+            "rows_per_file_and_column": dg.MetadataValue.json({k: int(v) for k, v in per_file.items()}),
+            "rows_per_unit_read": dg.MetadataValue.json(per_unit),
+            "costs_audited_at_parse": dg.MetadataValue.json({k: int(v) for k, v in audited.items()}),
         }
     )

@@ -226,3 +226,20 @@ def raw_scores_nothing_unregistered(duckdb: DuckDBResource) -> dg.AssetCheckResu
         ).fetchall()
     return dg.AssetCheckResult(passed=not unknown, severity=dg.AssetCheckSeverity.WARN,
                                metadata={"findings": len(unknown), "examples": _listing(unknown)})
+
+
+@dg.asset_check(asset="raw_costs", blocking=True, description="Every staged cost is a positive, finite number of US "
+                "dollars per task read in a registered unit, and a whole-run figure says how many tasks divided it.")
+def raw_costs_well_formed(duckdb: DuckDBResource) -> dg.AssetCheckResult:
+    with duckdb.get_connection() as conn:
+        bad = conn.execute(
+            "SELECT row_key, usd_per_task, cost_unit, tasks FROM raw_costs WHERE NOT (usd_per_task > 0) "
+            "OR NOT isfinite(usd_per_task) OR cost_unit NOT IN ('usd_per_task', 'usd_per_run') "
+            "OR (cost_unit = 'usd_per_run' AND NOT (tasks > 0))").df()
+        rows = conn.execute("SELECT count(*) FROM raw_costs").fetchone()[0]
+        without_score = conn.execute(
+            "SELECT count(*) FROM raw_costs AS c WHERE NOT EXISTS (SELECT 1 FROM raw_scores AS s "
+            "WHERE s.source = c.source AND s.file = c.file AND s.row_number = c.row_number)").fetchone()[0]
+    return dg.AssetCheckResult(passed=bad.empty, metadata={
+        "rows": rows, "malformed": len(bad), "examples": dg.MetadataValue.json(bad.head(10).astype(str).to_dict("records")),
+        "rows_whose_record_has_no_score": without_score})
