@@ -31,9 +31,10 @@ EXPECTED = {
     "oriented_scores": dict(rows_in=6785, rows_out=6437, rows_excluded=348),
     "screened_scores": dict(rows_in=6437, rows_out=6274, rows_excluded=163),
     "resolved_cells": dict(rows_in=6274, rows_out=5181, rows_excluded=480),
-    "pooled_states": dict(rows_in=5181, rows_out=4490, rows_excluded=414),
-    "family_observations": dict(rows_in=4490, rows_out=2848, rows_excluded=1642),
-    "modeled_observations": dict(rows_in=2848, rows_out=2437, rows_excluded=411),
+    # unknown-setting runs of known models are kept (state 'unknown') and left out of the fit at stage 6
+    "pooled_states": dict(rows_in=5181, rows_out=4613, rows_excluded=291),
+    "family_observations": dict(rows_in=4613, rows_out=2903, rows_excluded=1710),
+    "modeled_observations": dict(rows_in=2903, rows_out=2437, rows_excluded=466),
 }
 TOLERANCE = 0.10  # the registry is curated by hand and still moving
 
@@ -77,12 +78,15 @@ def test_the_run_succeeds_with_every_blocking_check_passing(materialized):
 
 def test_stage_counts_and_conservation(materialized):
     result, conn = materialized
+    off = []
     for stage in STAGE_NAMES:
         counts = stage_counts(conn, stage)
         assert counts.conserved, counts
-        for key, expected in EXPECTED[stage].items():
-            got = getattr(counts, key)
-            assert abs(got - expected) <= TOLERANCE * expected + 5, (stage, key, got, expected)
+        off += [(stage, key, getattr(counts, key), expected) for key, expected in EXPECTED[stage].items()
+                if abs(getattr(counts, key) - expected) > TOLERANCE * expected + 5]
+    assert not off, f"(stage, count, got, expected): {off}"
+    for stage in STAGE_NAMES:
+        counts = stage_counts(conn, stage)
         metadata = result.asset_materializations_for_node(f"clean_{stage}")[0].metadata
         assert metadata["rows_excluded"].value == counts.rows_excluded
     assert ledger_complete(conn).passed
