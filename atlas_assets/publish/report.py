@@ -232,6 +232,25 @@ def _leaderboard(b: _Builder) -> None:
               "credible intervals; ticks on a row are the same model's other eligible reasoning states.", body)
 
 
+def _score_paths(v, calibrated: pd.DataFrame, predicted: pd.DataFrame, unknown: pd.DataFrame) -> list[list[Any]]:
+    """How many published capabilities come from each path: the fit itself, calibrate-in (at a measured setting or
+    at a setting without results), the structure for settings of fitted models, the unknown-setting mixture."""
+    rows = []
+    fitted = v.table("state_scores") if (v.folder / "state_scores.csv").exists() else pd.DataFrame()
+    if len(fitted):
+        rows.append(["fitted (the main fit's posterior)", len(fitted)])
+    if len(calibrated):
+        measured = calibrated["n_obs"].astype(int) > 0
+        rows.append(["calibrated onto the fit from the model's own results", int(measured.sum())])
+        if (~measured).any():
+            rows.append(["calibrated model, setting without results (reasoning structure)", int((~measured).sum())])
+    if len(predicted):
+        rows.append(["fitted model, setting without results (reasoning structure)", len(predicted)])
+    if len(unknown):
+        rows.append(["fitted model, unknown setting (mixture over its settings)", len(unknown)])
+    return rows
+
+
 def _beyond_the_fit(b: _Builder) -> None:
     """Models outside the fit calibrated onto it, and reasoning settings nobody measured (never a headline)."""
     v = b.version
@@ -255,6 +274,20 @@ def _beyond_the_fit(b: _Builder) -> None:
         parts.append(table(["model", "setting", "capability", "90% interval"],
                            [[r.model, r.reasoning_state, num(r.display_mean), interval(r.display_lower, r.display_upper)]
                             for r in top.itertuples()], table_id="predicted-table", numeric_from=2))
+    unknown = v.table("unknown_setting_states") if (v.folder / "unknown_setting_states.csv").exists() else pd.DataFrame()
+    if len(unknown):
+        parts.append(f"<p>{len(unknown)} runs of fitted models were published without their reasoning setting "
+                     "(Epoch's <code>_unknown</code>, web-app runs). Each is placed as a mixture over the model's "
+                     "settings, weighted by how well each setting explains the run's own scores.</p>")
+        top = unknown.sort_values("display_mean", ascending=False).head(10)
+        parts.append(table(["model", "capability", "90% interval", "results", "most probable setting", "its weight"],
+                           [[r.model, num(r.display_mean), interval(r.display_lower, r.display_upper), int(r.n_obs),
+                             r.most_probable_setting, num(r.most_probable_share, 2)] for r in top.itertuples()],
+                           table_id="unknown-setting-table", numeric_from=1))
+    paths = _score_paths(v, calibrated, predicted, unknown)
+    if paths:
+        parts.insert(0, table(["where the capability comes from", "states"], paths, table_id="paths-table",
+                              numeric_from=1))
     # optional artifacts: their absence is not a gap in what was asked of the run, so no report note
     body = "".join(parts) or note("This publication has no calibrated models and no predicted settings.")
     b.section("beyond", "Beyond the fit", "Scores for models with too little evidence for the fit, and for "

@@ -124,3 +124,25 @@ def test_report_notes_missing_validation_instead_of_failing(tmp_path, bundle):
     assert page.count('<p class="note">No validation results to show: validation_') == 2
     assert not (out / "calibration.png").exists() and not (out / "forward.png").exists()
     assert (out / "leaderboard.png").exists()
+
+
+def test_the_report_says_where_every_capability_comes_from(tmp_path):
+    """The 'Beyond the fit' section counts the published capabilities per path (fitted, calibrated at a measured
+    setting or at one without results, predicted settings of fitted models, unknown-setting runs)."""
+    from types import SimpleNamespace
+
+    from atlas_assets.publish.report import _score_paths
+
+    pd.DataFrame({"model": ["a", "a", "b"]}).to_csv(tmp_path / "state_scores.csv", index=False)
+    version = SimpleNamespace(folder=tmp_path, table=lambda name: pd.read_csv(tmp_path / f"{name}.csv"))
+    calibrated = pd.DataFrame({"model": ["n", "n", "m"], "n_obs": [2, 0, 1]})
+    predicted = pd.DataFrame({"model": ["a"]})
+    unknown = pd.DataFrame({"model": ["a", "b"]})
+    rows = dict((label, n) for label, n in _score_paths(version, calibrated, predicted, unknown))
+    assert rows == {"fitted (the main fit's posterior)": 3,
+                    "calibrated onto the fit from the model's own results": 2,
+                    "calibrated model, setting without results (reasoning structure)": 1,
+                    "fitted model, setting without results (reasoning structure)": 1,
+                    "fitted model, unknown setting (mixture over its settings)": 2}
+    assert _score_paths(version, pd.DataFrame(), pd.DataFrame(), pd.DataFrame()) == [
+        ["fitted (the main fit's posterior)", 3]]
