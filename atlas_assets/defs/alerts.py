@@ -1,7 +1,8 @@
 """Alerts: a line in a local alerts log (ATLAS_HOME/alerts.log, JSON per line) for every failed run, naming
 the failed steps and every check that did not pass in it (a failed blocking check fails its run, so it is
 always reported; WARN checks that did not pass in a failed run are listed too). The daemon evaluates the
-sensor (`dagster dev` starts one); a mail or chat hook would read the same lines.
+sensor (`dagster dev` starts one); a mail or chat hook would read the same lines. A failed scrape is an ERROR
+check that does not fail its run (the last good snapshot stays in use): the check writes its own line.
 
 Dead runs: a run whose process was killed (a CLI run, or a run the daemon launched) stays STARTED and keeps
 its `duckdb` pool slot. Dagster's run monitoring fails such runs only when the run launcher can tell a dead
@@ -44,6 +45,13 @@ def failure_alert(instance: dg.DagsterInstance, run: dg.DagsterRun, message: str
     return {"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "job": run.job_name,
             "run_id": run.run_id, "partition": run.tags.get("dagster/partition"), "message": message,
             "failed_steps": failed_steps, "failed_checks": failed_checks}
+
+
+def scrape_alert(context: dg.AssetCheckExecutionContext, asset: str, message: str) -> dict:
+    """The alert of a failed scrape (an ERROR check that does not fail its run), in the same shape."""
+    return {"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "job": context.run.job_name,
+            "run_id": context.run.run_id, "partition": None, "message": message, "failed_steps": [],
+            "failed_checks": [{"check": "scrape_succeeded", "asset": asset, "severity": "ERROR"}]}
 
 
 def write_alert(alert: dict) -> None:

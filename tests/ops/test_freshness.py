@@ -8,10 +8,12 @@ tests/ingest/test_source_assets.py), against a real DuckDB file.
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import dagster as dg
 import pytest
 
+from atlas_assets.defs.alerts import alerts_log_path
 from atlas_assets.defs.ingest import assets as ingest_assets
 from atlas_assets.defs.ingest import checks as ingest_checks
 from atlas_assets.defs.ingest.checks import MAX_SNAPSHOT_AGE_ENV
@@ -30,12 +32,25 @@ def mirror(tmp_path, monkeypatch) -> Mirror:
     return Mirror(tmp_path / "mirror")
 
 
+def swe_alerts() -> list[dict]:
+    lines = alerts_log_path().read_text().splitlines() if alerts_log_path().exists() else []
+    return [alert for alert in map(json.loads, lines)
+            if any(check["asset"] == "swe_bench_scores" for check in alert["failed_checks"])]
+
+
 def test_a_failed_scrape_is_an_error_while_the_last_good_snapshot_stays_in_use(mirror):
     mirror.sources({"toy_mc.csv": mc(2)}, swe(3))
     first = run()
     assert checks(first)[("swe_bench_scores", "scrape_succeeded")].passed
+    assert swe_alerts() == []  # (sources this small mirror does not serve are alerted: they fail to scrape)
     mirror.sources({"toy_mc.csv": mc(2)}, None)  # the SWE-bench download fails (the mirror has no file)
     result = run()
+    # one line in the alerts log, though the run itself succeeds
+    [alert] = swe_alerts()
+    assert alert["run_id"] == result.run_id
+    assert alert["failed_checks"] == [{"check": "scrape_succeeded", "asset": "swe_bench_scores", "severity": "ERROR"}]
+    assert "swe_bench: scrape failed" in alert["message"] and "offline mirror has no file" in alert["message"]
+    assert sha(swe(3)) in alert["message"]
 
     failed = checks(result)[("swe_bench_scores", "scrape_succeeded")]
     assert not failed.passed and failed.severity == dg.AssetCheckSeverity.ERROR
@@ -53,6 +68,7 @@ def test_a_failed_scrape_is_an_error_while_the_last_good_snapshot_stays_in_use(m
     # the failed scrape is on record, and the next good scrape clears the error
     mirror.sources({"toy_mc.csv": mc(2)}, swe(3))
     assert checks(run())[("swe_bench_scores", "scrape_succeeded")].passed
+    assert len(swe_alerts()) == 1
 
 
 class Clock:

@@ -124,7 +124,7 @@ def launch_and_open_run(page, button: str, *, confirm: bool = False) -> str:
 
 def test_each_stage_group_lineage_page_lists_its_assets(page):
     groups = group_assets()
-    assert set(groups) == {"registry", "ingest", "clean", "model", "outputs", "validation", "publish"}
+    assert {"registry", "ingest", "clean", "model", "outputs", "validation", "publish"} <= set(groups)
     for group, expected in groups.items():
         assert expected, f"group {group} has no assets"
         page.goto(f"/locations/{LOCATION}/asset-groups/{group}")

@@ -6,6 +6,7 @@ import os
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
+from atlas_assets.defs.alerts import scrape_alert, write_alert
 from atlas_assets.defs.ingest.assets import SOURCES, SourceSpec
 from atlas_assets.ingest.fetch import SourceFetcher
 from atlas_assets.ingest.records import FILE_ERROR_REASONS, KEPT_ROWS_REASONS, UNREADABLE_ROW_REASONS
@@ -118,7 +119,7 @@ def build_source_checks(spec: SourceSpec) -> list[dg.AssetChecksDefinition]:
                     "The latest scrape of the source downloaded something (ERROR when the download itself failed: source "
                     "down, 404 or 5xx after the retries, timeout, truncated body, size cap). The last good snapshot stays "
                     "in use and downstream keeps running on it; an unusable download is fresh_download_parsed's WARN.")
-    def scrape_succeeded(duckdb: DuckDBResource) -> dg.AssetCheckResult:
+    def scrape_succeeded(context: dg.AssetCheckExecutionContext, duckdb: DuckDBResource) -> dg.AssetCheckResult:
         with duckdb.get_connection() as conn:
             latest = conn.execute(
                 """SELECT status, retrieved_at, origin, error FROM source_snapshots
@@ -129,11 +130,16 @@ def build_source_checks(spec: SourceSpec) -> list[dg.AssetChecksDefinition]:
         if latest is None:
             return dg.AssetCheckResult(passed=False, metadata={"error": "no scrape recorded"})
         status, attempted_at, origin, error = latest
+        snapshots = ", ".join(r[0] or "NULL" for r in in_use) or "none"
+        if status == "fetch_failed":
+            # the run goes on (not blocking), so the run-failure sensor would not hear of it: alert here
+            write_alert(scrape_alert(context, spec.asset_name, f"{spec.name}: scrape failed at {attempted_at}: {error}; "
+                                     f"snapshots in use: {snapshots}"))
         return dg.AssetCheckResult(
             passed=status != "fetch_failed",
             metadata={"status": status or "unknown", "attempted_at": attempted_at, "origin": origin,
                       "error": (error or "none") if status == "fetch_failed" else "none",
-                      "snapshots_in_use": ", ".join(r[0] or "NULL" for r in in_use) or "none"},
+                      "snapshots_in_use": snapshots},
         )
 
     @dg.asset_check(asset=spec.asset_name, name="snapshot_not_stale", description=
