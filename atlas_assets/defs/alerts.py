@@ -133,5 +133,10 @@ class ProcessCheckedRunLauncher(DefaultRunLauncher):
         pid, recorded_at = found
         if process_alive(pid, recorded_at):
             return CheckRunHealthResult(WorkerStatus.RUNNING, f"run process {pid} is running", run_worker_id=str(pid))
+        # A run records its end before its process exits: read the status again, so that a run that finished
+        # since monitoring listed it as STARTED is not failed after the fact.
+        current = self._instance.get_run_by_id(run.run_id)
+        if current is not None and current.is_finished:
+            return CheckRunHealthResult(WorkerStatus.SUCCESS, f"run ended {current.status.value}", run_worker_id=str(pid))
         return CheckRunHealthResult(WorkerStatus.FAILED, f"run process {pid} is gone (killed or crashed) on "
                                     f"{os.uname().nodename}", run_worker_id=str(pid))
