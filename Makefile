@@ -63,6 +63,8 @@ instance:
 # publish_job (summary, publication, report); all recorded on the project instance like UI launches.
 run: setup instance
 	$(BIN)/dagster job execute -m atlas_assets.definitions -j atlas_job
+	@# a cost fit that fails its gates publishes no cost tables; the capability path goes on (said below)
+	$(BIN)/dagster job execute -m atlas_assets.definitions -j cost_job || echo "cost_job failed: no cost tables in this publication (see its run in the UI)"
 	$(BIN)/python -m atlas_assets.validation.run_studies
 	@$(BIN)/python -m atlas_assets.publish.summary
 

@@ -22,10 +22,19 @@ stage_checks = [check for package in STAGES.values() for check in dg.load_asset_
 # The main job: everything up to the outputs, in dependency order. The validation folds are partitioned
 # (one run per study x fold: validation_job), and the summary and publication need all of them (publish_job).
 folds = dg.AssetSelection.assets("validation_fold")
+# The cost model is its own job: a cost fit that fails its gates blocks the cost tables only, and must not stop
+# the capability refresh, its validation and its publication (make run runs it and reports a failure).
+cost_group = dg.AssetSelection.groups("cost")
 atlas_job = dg.define_asset_job(
     "atlas_job",
-    selection=dg.AssetSelection.all() - folds.downstream(),
+    selection=dg.AssetSelection.all() - folds.downstream() - cost_group,
     description="Scrape every source, rebuild the registry and the cleaned matrix, fit the model, compute its outputs.",
+)
+cost_job = dg.define_asset_job(
+    "cost_job",
+    selection=cost_group,
+    description="The cost model on the latest ingest and capability fit: cost observations, the cost fit and its gates, "
+    "cost index and the capability-vs-cost frontier.",
 )
 validation_job = dg.define_asset_job(
     "validation_job",
@@ -47,6 +56,15 @@ nightly_refresh = dg.ScheduleDefinition(
     description="Nightly refresh of every asset; sources answer conditional requests, so unchanged data costs little.",
 )
 
+nightly_cost_refresh = dg.ScheduleDefinition(
+    name="nightly_cost_refresh",
+    job=cost_job,
+    cron_schedule="0 4 * * *",
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="The cost model after the nightly refresh (an unchanged cost input and specification reuses its fit).",
+)
+
 defs = dg.Definitions(
     # Steps run in the run's own process: a step process costs ~5 s of imports here, DuckDB admits one
     # writer anyway, and the Stan fit runs in a process of its own (Dagster Pipes). The "duckdb" pool
@@ -54,8 +72,8 @@ defs = dg.Definitions(
     executor=dg.in_process_executor,
     assets=stage_assets,
     asset_checks=stage_checks,
-    jobs=[atlas_job, validation_job, publish_job],
-    schedules=[nightly_refresh],
+    jobs=[atlas_job, cost_job, validation_job, publish_job],
+    schedules=[nightly_refresh, nightly_cost_refresh],
     sensors=[run_failure_alerts],
     resources=build_resources(),
 )

@@ -71,6 +71,9 @@ def test_the_jobs_split_at_the_partitioned_folds():
     selected = lambda job: {k.to_user_string() for k in defs.resolve_job_def(job).asset_layer.selected_asset_keys}  # noqa: E731
     assert "capability_scores" in selected("atlas_job") and "validation_fold" not in selected("atlas_job")
     assert selected("validation_job") == {"validation_fold"}
+    # the cost model has a job of its own: a failed cost fit must not stop the capability refresh
+    assert {"cost_fit", "cost_index"} <= selected("cost_job") and not selected("cost_job") & selected("atlas_job")
+    assert defs.resolve_schedule_def("nightly_cost_refresh").job_name == "cost_job"
     assert selected("publish_job") == {"validation_summary", "publication", "report"}
     graph = defs.resolve_asset_graph()
     keys = graph.get(dg.AssetKey("validation_fold")).partitions_def.get_partition_keys()
