@@ -122,4 +122,19 @@ def cell_predictions(draws: PosteriorDraws, families: pd.DataFrame, observations
     out.insert(0, "model", st["model"].to_numpy()[out["state_pos"]])
     out.insert(1, "reasoning_state", st["reasoning_state"].to_numpy()[out["state_pos"]])
     out["eligible"] = eligible[out["state_pos"]]
+    out["verification_class"] = observed_verification(out, observations)
     return out.sort_values(["family_pos", "state_pos"], kind="mergesort").reset_index(drop=True)
+
+
+def observed_verification(cells: pd.DataFrame, observations: pd.DataFrame) -> np.ndarray:
+    """Per cell, the verification class (seed 002) of the observation behind an observed cell (the strongest
+    class among its reports, as stage 3 kept it); None for a predicted cell or where the data carry no class."""
+    out = np.full(len(cells), None, dtype=object)
+    if "verification_class" not in observations:
+        return out
+    by_cell = dict(zip(zip(observations["state_pos"].astype(int), observations["family_pos"].astype(int)),
+                       observations["verification_class"]))
+    observed = cells["observed"].to_numpy(dtype=bool)
+    keys = zip(cells["state_pos"].to_numpy(dtype=int)[observed], cells["family_pos"].to_numpy(dtype=int)[observed])
+    out[observed] = [by_cell.get(k) for k in keys]
+    return out

@@ -111,7 +111,7 @@ ARTIFACTS: tuple[Artifact, ...] = (
     Artifact("cell_predictions", "table", "Posterior predictive summaries of every eligible state x family cell; "
              "observed cells with their p-value.",
              _cols("model reasoning_state family observed:bool u_observed:float pred_mean:float "
-                   "lower_90:float upper_90:float"),
+                   "lower_90:float upper_90:float verification_class"),
              order_by=("model", "reasoning_state", "family")),
     Artifact("calibrated_states", "table", "States of models outside the fit (below its coverage filter, or new), "
              "calibrated onto the fitted scale from their own results: display posterior, status (thin evidence).",

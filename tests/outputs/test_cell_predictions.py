@@ -79,3 +79,17 @@ def test_mid_p_value_counts_a_draw_equal_to_the_score_once_even_off_by_the_last_
     p = mid_p_value(rep, observed)
     assert np.isclose(p[0], (1 + 0.5 * 2) / 4)          # one draw above, two equal, one below
     assert 0 <= p[0] <= 1
+
+
+def test_observed_cells_carry_their_verification_class_and_predicted_ones_none():
+    fam, obs, states = frames([("a", "bounded", 0.0), ("b", "bounded", 0.25)],
+                              [(0, 0, 0.2), (1, 0, 0.5), (1, 1, 0.7)], 3)
+    obs = obs.assign(verification_class=["independent", "vendor_reported", "community"])
+    d = draws(phi=[[-1.0, 0.0, 0.5]] * 200, b=[[0.0, 0.0]], beta=1.0, kappa=10.0)
+    table = cell_predictions(d, fam, obs, states, np.ones(3, bool), config())
+    got = {(r.state_pos, r.family): r.verification_class for r in table.itertuples() if r.observed}
+    assert got == {(0, "a"): "independent", (1, "a"): "vendor_reported", (1, "b"): "community"}
+    assert table.loc[~table["observed"], "verification_class"].isna().all()
+    # data without classes (older fits): the column is there, empty
+    assert cell_predictions(d, fam, obs.drop(columns="verification_class"), states, np.ones(3, bool),
+                            config())["verification_class"].isna().all()
