@@ -71,7 +71,7 @@ import pandas as pd
 from scipy.special import betainc, expit, gammaln, log_expit, logsumexp
 
 from atlas_assets.outputs.cell_model import FamilyLikelihood, predictive
-from atlas_assets.outputs.cell_predictions import family_cell_frame, interval_columns
+from atlas_assets.outputs.cell_predictions import family_cell_frame, interval_columns, observed_verification
 from atlas_assets.outputs.draws import PosteriorDraws, thin_index, typical_items
 
 # Settings (module constants for now: a config file under atlas_assets/config/ would be part of the fit's
@@ -901,5 +901,6 @@ def calibrated_cell_predictions(cal: Calibration, draws: PosteriorDraws, familie
     out.insert(0, "model", st["model"].to_numpy()[out["state_pos"]])
     out.insert(1, "reasoning_state", st["reasoning_state"].to_numpy()[out["state_pos"]])
     out["eligible"] = np.asarray(eligible, dtype=bool)[out["state_pos"]]
+    out["verification_class"] = observed_verification(out, obs.rename(columns={"cal_pos": "state_pos"}))
     out["path"] = PATH
     return out.sort_values(["family_pos", "state_pos"], kind="mergesort").reset_index(drop=True)
