@@ -320,7 +320,7 @@ class Block:
         return c, log_prior - log_q
 
 
-def _log_lik_at(phi_of_state, obs: pd.DataFrame, draws: PosteriorDraws, families: pd.DataFrame, sl: slice) -> np.ndarray:
+def log_likelihood_at(phi_of_state, obs: pd.DataFrame, draws: PosteriorDraws, families: pd.DataFrame, sl: slice) -> np.ndarray:
     """Sum of the log-likelihoods of `obs` for draws `sl`, each row at phi_of_state(layout position)."""
     out = 0.0
     for row in obs.itertuples(index=False):
@@ -367,7 +367,7 @@ def _gaussian_approximation(rows: pd.DataFrame, draws: PosteriorDraws, families:
     def log_density(nodes):
         out = np.empty(nodes.shape)
         for sl in _draw_chunks(D, nodes.shape[1]):
-            out[sl] = _log_lik_at(lambda s: nodes[sl], rows, draws, families, sl)
+            out[sl] = log_likelihood_at(lambda s: nodes[sl], rows, draws, families, sl)
         return out - 0.5 * (nodes - centre[:, None]) ** 2 / ref
 
     nodes, lp = _grid_posterior(log_density, D, coarse_points, fine_points, centre)
@@ -427,7 +427,7 @@ def _block_terms(block: Block, theta: np.ndarray, offsets: np.ndarray, draws: Po
         c, log_ratio = sub.proposal(theta[sl], offsets[sl])
         terms = c @ block.design.T                                                     # (d, G, K, m)
         phi = lambda s: theta[sl, :, None] + offsets[sl, s, None, None] + terms[..., where[s]]  # noqa: E731
-        coef[sl], logw[sl] = c, log_ratio + _log_lik_at(phi, block.rows, draws, families, sl)
+        coef[sl], logw[sl] = c, log_ratio + log_likelihood_at(phi, block.rows, draws, families, sl)
     return coef, logw
 
 
@@ -440,7 +440,7 @@ def _log_posterior(theta, pinned_rows, blocks, draws, families, offsets, prior: 
     if len(pinned_rows):
         ll = np.empty((D, G))
         for sl in _draw_chunks(D, G):
-            ll[sl] = _log_lik_at(lambda s: theta[sl] + offsets[sl, s, None], pinned_rows, draws, families, sl)
+            ll[sl] = log_likelihood_at(lambda s: theta[sl] + offsets[sl, s, None], pinned_rows, draws, families, sl)
         lp = lp + ll
     for block in blocks:
         if block.rows.empty:

@@ -53,12 +53,12 @@ def run_log_likelihood(candidate_phi: np.ndarray, rows: pd.DataFrame, draws: Pos
                        families: pd.DataFrame) -> np.ndarray:
     """(D, C): log-likelihood of the run's rows (`calibrate.likelihood_pieces` rows on fitted families) at each
     candidate's capability draws (D, C), under the fit's family likelihoods."""
-    from atlas_assets.outputs.calibrate import _log_lik_at
+    from atlas_assets.outputs.calibrate import log_likelihood_at
 
     rows = rows.assign(layout_pos=0)
     out = np.zeros(candidate_phi.shape)
     for c in range(candidate_phi.shape[1]):
-        out[:, c] = _log_lik_at(lambda _s, c=c: candidate_phi[:, c], rows, draws, families, slice(None))
+        out[:, c] = log_likelihood_at(lambda _s, c=c: candidate_phi[:, c], rows, draws, families, slice(None))
     return out
 
 

@@ -55,6 +55,10 @@ class PublishedVersion:
             self._tables[name] = pd.read_csv(self.folder / f"{name}.csv")
         return self._tables[name]
 
+    def optional_table(self, name: str) -> pd.DataFrame:
+        """An artifact the publication may lack (calibrated, predicted, unknown-setting states): empty when absent."""
+        return self.table(name) if (self.folder / f"{name}.csv").exists() else pd.DataFrame()
+
 
 # ------------------------------------------------------------------------------------------- selections
 
@@ -236,7 +240,7 @@ def _score_paths(v, calibrated: pd.DataFrame, predicted: pd.DataFrame, unknown: 
     """How many published capabilities come from each path: the fit itself, calibrate-in (at a measured setting or
     at a setting without results), the structure for settings of fitted models, the unknown-setting mixture."""
     rows = []
-    fitted = v.table("state_scores") if (v.folder / "state_scores.csv").exists() else pd.DataFrame()
+    fitted = v.optional_table("state_scores")
     if len(fitted):
         rows.append(["fitted (the main fit's posterior)", len(fitted)])
     if len(calibrated):
@@ -255,7 +259,7 @@ def _beyond_the_fit(b: _Builder) -> None:
     """Models outside the fit calibrated onto it, and reasoning settings nobody measured (never a headline)."""
     v = b.version
     parts = []
-    calibrated = v.table("calibrated_states") if (v.folder / "calibrated_states.csv").exists() else pd.DataFrame()
+    calibrated = v.optional_table("calibrated_states")
     if len(calibrated):
         top = calibrated.sort_values("display_mean", ascending=False).head(int(b.cfg["leaderboard_models"]) // 2)
         parts.append(f"<p>{len(calibrated)} states of {calibrated['model'].nunique()} models outside the fit (too few "
@@ -265,7 +269,7 @@ def _beyond_the_fit(b: _Builder) -> None:
                            [[r.model, r.reasoning_state, num(r.display_mean), interval(r.display_lower, r.display_upper),
                              int(r.n_obs), getattr(r, "families", "")] for r in top.itertuples()],
                            table_id="calibrated-table", numeric_from=2))
-    predicted = v.table("predicted_states") if (v.folder / "predicted_states.csv").exists() else pd.DataFrame()
+    predicted = v.optional_table("predicted_states")
     if len(predicted):
         parts.append(f"<p>{len(predicted)} reasoning settings of {predicted['model'].nunique()} fitted models were "
                      "never measured; their capability is predicted from the shared effect of the setting and the "
@@ -274,7 +278,7 @@ def _beyond_the_fit(b: _Builder) -> None:
         parts.append(table(["model", "setting", "capability", "90% interval"],
                            [[r.model, r.reasoning_state, num(r.display_mean), interval(r.display_lower, r.display_upper)]
                             for r in top.itertuples()], table_id="predicted-table", numeric_from=2))
-    unknown = v.table("unknown_setting_states") if (v.folder / "unknown_setting_states.csv").exists() else pd.DataFrame()
+    unknown = v.optional_table("unknown_setting_states")
     if len(unknown):
         parts.append(f"<p>{len(unknown)} runs of fitted models were published without their reasoning setting "
                      "(Epoch's <code>_unknown</code>, web-app runs). Each is placed as a mixture over the model's "

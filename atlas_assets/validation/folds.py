@@ -222,16 +222,16 @@ def _thin_predictions(split: Split, observations: pd.DataFrame, refit, validatio
     return out, {**scored, **info, **timing, **by_path}
 
 
-def _state_ensembles(refit, heldout: pd.DataFrame, rng: np.random.Generator, seed: int) -> dict[str, np.ndarray]:
+def _state_ensembles(refit, draws, post, heldout: pd.DataFrame, rng: np.random.Generator, seed: int
+                     ) -> dict[str, np.ndarray]:
     """Hidden states' cells from the refit: `atlas` through the full reasoning structure (the model's own
     ladder amplitude and curvature, or the setting's learned spread; outputs/predicted_states.py), and two
     baselines: the model's pinned state as it is, and the pinned state plus the shared effect only."""
     from atlas_assets.outputs.cell_model import predictive
-    from atlas_assets.outputs.draws import from_fit, observation_items
-    from atlas_assets.outputs.predicted_states import reasoning_posterior, setting_order, state_phi
+    from atlas_assets.outputs.draws import observation_items
+    from atlas_assets.outputs.predicted_states import setting_order, state_phi
 
-    draws, si = from_fit(refit), refit.stan_input
-    post = reasoning_posterior(refit.idata)
+    si = refit.stan_input
     states = si.states
     pinned = states[states["pinned"]].set_index("model")
     shared = np.concatenate([np.zeros((draws.n_draws, 1)), post.shared_effect], axis=1)
@@ -260,7 +260,7 @@ def _state_ensembles(refit, heldout: pd.DataFrame, rng: np.random.Generator, see
     return out
 
 
-def _unknown_label_check(refit, heldout: pd.DataFrame, rng: np.random.Generator, seed: int,
+def _unknown_label_check(refit, draws, post, heldout: pd.DataFrame, rng: np.random.Generator, seed: int,
                          intervals) -> dict[str, Any]:
     """The placement of unknown-setting runs (outputs/unknown_settings.py), validated on hidden states: half of
     each hidden state's cells (at least one; seeded) are relabelled 'unknown' and placed as a mixture over the
@@ -270,13 +270,12 @@ def _unknown_label_check(refit, heldout: pd.DataFrame, rng: np.random.Generator,
     posterior weight the mixture puts on the true setting."""
     from atlas_assets.outputs.calibrate import likelihood_pieces
     from atlas_assets.outputs.cell_model import predictive
-    from atlas_assets.outputs.draws import from_fit, observation_items
-    from atlas_assets.outputs.predicted_states import candidate_phi, reasoning_posterior, state_phi
+    from atlas_assets.outputs.draws import observation_items
+    from atlas_assets.outputs.predicted_states import candidate_phi, state_phi
     from atlas_assets.outputs.unknown_settings import place
     from atlas_assets.validation.metrics import study_metrics
 
-    draws, si = from_fit(refit), refit.stan_input
-    post = reasoning_posterior(refit.idata)
+    si = refit.stan_input
     pinned = si.states[si.states["pinned"]].set_index("model")
     family_pos = si.families.set_index("family")["family_pos"]
     on_fit = heldout[heldout["family"].isin(family_pos.index)].reset_index(drop=True)
@@ -319,11 +318,15 @@ def _state_predictions(split: Split, observations: pd.DataFrame, refit, validati
     train = observations[split.train].reset_index(drop=True)
     heldout = observations[split.heldout].reset_index(drop=True)
     rng = np.random.default_rng(seed)
-    ensembles = _state_ensembles(refit, heldout, rng, seed)
+    from atlas_assets.outputs.draws import from_fit
+    from atlas_assets.outputs.predicted_states import reasoning_posterior
+
+    draws, post = from_fit(refit), reasoning_posterior(refit.idata)  # once, for both the study and the unknown-label check
+    ensembles = _state_ensembles(refit, draws, post, heldout, rng, seed)
     ensembles["family_mean"] = baselines.family_mean_ensemble(train, heldout, rng, ensembles["atlas"].shape[0])
     out, info = _score(split, heldout, ensembles, validation_cfg)
     intervals = [float(x) for x in validation_cfg["intervals"]]
-    info.update(_unknown_label_check(refit, heldout, np.random.default_rng(seed + 1), seed, intervals))
+    info.update(_unknown_label_check(refit, draws, post, heldout, np.random.default_rng(seed + 1), seed, intervals))
     return out, info
 
 

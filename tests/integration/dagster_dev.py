@@ -22,36 +22,48 @@ def free_port() -> int:
 
 
 class DagsterDev:
-    def __init__(self, work_dir: Path, env_overrides: dict[str, str]) -> None:
+    """`dagster dev` on 127.0.0.1, a free port and a temporary instance, serving `workspace` (default: the
+    project's workspace.yaml). Subclasses say when the server is ready (`ready`)."""
+
+    def __init__(self, work_dir: Path, env_overrides: dict[str, str], workspace: Path | str = "workspace.yaml") -> None:
         self.home = work_dir / "dagster_home"
         self.home.mkdir(parents=True, exist_ok=True)
         shutil.copy(PROJECT_ROOT / "dagster.yaml", self.home / "dagster.yaml")
+        self.workspace = workspace
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = work_dir / "dagster_dev.log"
         self.env = {**os.environ, **env_overrides, "DAGSTER_HOME": str(self.home)}
         self.process: subprocess.Popen | None = None
 
+    def ready(self) -> bool:
+        """Whether the answering server is ready for the test (here: as soon as it answers)."""
+        return True
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
+
     def start(self, timeout: float = 180.0) -> "DagsterDev":
         log = self.log_path.open("wb")
         # dagster dev started from a non-interactive shell ignores SIGINT unless it is reset to default.
         self.process = subprocess.Popen(
-            [str(PROJECT_ROOT / ".venv" / "bin" / "dagster"), "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(self.port)],
+            [str(PROJECT_ROOT / ".venv" / "bin" / "dagster"), "dev", "-w", str(self.workspace), "-h", "127.0.0.1",
+             "-p", str(self.port)],
             cwd=PROJECT_ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), start_new_session=True,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"dagster dev exited early:\n{self.log_path.read_text()[-3000:]}")
+                raise RuntimeError(f"dagster dev exited early:\n{self.log_tail()}")
             try:
-                if httpx.get(f"{self.url}/server_info", timeout=2).status_code == 200:
+                if httpx.get(f"{self.url}/server_info", timeout=2).status_code == 200 and self.ready():
                     return self
             except httpx.HTTPError:
                 pass
             time.sleep(1)
         self.stop()
-        raise RuntimeError(f"dagster dev did not answer within {timeout}s:\n{self.log_path.read_text()[-3000:]}")
+        raise RuntimeError(f"dagster dev was not ready within {timeout}s:\n{self.log_tail()}")
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:

@@ -134,7 +134,8 @@ def test_the_report_says_where_every_capability_comes_from(tmp_path):
     from atlas_assets.publish.report import _score_paths
 
     pd.DataFrame({"model": ["a", "a", "b"]}).to_csv(tmp_path / "state_scores.csv", index=False)
-    version = SimpleNamespace(folder=tmp_path, table=lambda name: pd.read_csv(tmp_path / f"{name}.csv"))
+    version = SimpleNamespace(optional_table=lambda name: pd.read_csv(tmp_path / f"{name}.csv")
+                              if (tmp_path / f"{name}.csv").exists() else pd.DataFrame())
     calibrated = pd.DataFrame({"model": ["n", "n", "m"], "n_obs": [2, 0, 1]})
     predicted = pd.DataFrame({"model": ["a"]})
     unknown = pd.DataFrame({"model": ["a", "b"]})

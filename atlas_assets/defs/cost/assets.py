@@ -10,8 +10,6 @@ publish and refuse, naming the gate. Logic: atlas_assets/cost/; settings: config
 
 
 import json
-import shutil
-import sys
 from pathlib import Path
 
 import dagster as dg
@@ -19,6 +17,7 @@ import pandas as pd
 from dagster_duckdb import DuckDBResource
 
 from atlas_assets import settings
+from atlas_assets.defs.fit_folders import fit_in_subprocess
 from atlas_assets.spec import frame_hash, manifest_fingerprint, specification_manifest
 from atlas_assets.storage import replace_tables
 
@@ -124,24 +123,10 @@ def cost_fit(context: dg.AssetExecutionContext, config: CostFitConfig,
         summary = json.loads((final / "fit_summary.json").read_text())
         context.log.info(f"cost data and specification unchanged: reusing the cost fit in {final}")
         return dg.MaterializeResult(metadata={**common, "reused": True, "engine": summary["engine"], "passes": summary["passes"]})
-    staging, failed = final.with_name(name + ".partial"), final.with_name(name + ".failed")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    (staging / "fingerprint.json").write_text(json.dumps(fingerprint))
-    shutil.copy(observations_path.parent / "specification.json", staging / "specification.json")
-    command = [sys.executable, "-m", "atlas_assets.cost.fit", "--observations", str(observations_path), "--out", str(staging)]
-    for key, value in chosen.items():
-        command += [f"--{key}", str(value)]
-    context.log.info(f"cost fit in a subprocess: {' '.join(command)}")
-    result = pipes_subprocess_client.run(command=command, context=context).get_materialize_result()
-    if not (staging / "fit_summary.json").exists():
-        raise dg.Failure(f"the cost fit process ended without writing {staging / 'fit_summary.json'}")
-    summary = json.loads((staging / "fit_summary.json").read_text())
-    destination = final if summary["passes"] is True else failed
-    shutil.rmtree(destination, ignore_errors=True)
-    staging.rename(destination)
-    if destination == failed:
-        context.log.warning(f"the cost fit FAILED its convergence gates; kept in {failed}, nothing will publish from it")
+    result, destination, summary = fit_in_subprocess(
+        context, pipes_subprocess_client, module="atlas_assets.cost.fit", observations_path=observations_path,
+        final=final, fingerprint=fingerprint, specification=(observations_path.parent / "specification.json").read_text(),
+        options=chosen, what="cost fit")
     return dg.MaterializeResult(metadata={**result.metadata, **common, "fit_dir": dg.MetadataValue.path(str(destination)),
                                           "out_dir": str(destination), "reused": False, "engine": summary["engine"],
                                           "passes": summary["passes"]})

@@ -331,6 +331,24 @@ def build_source_asset(spec: SourceSpec) -> dg.AssetsDefinition:
 source_assets = [build_source_asset(spec) for spec in SOURCES]
 
 
+def _union_staging(conn, tables: dict[str, list[str]]) -> None:
+    """Replace each contract table by the union of its sources' staging tables, in one transaction (a source
+    that never ran has an empty staging table: it contributes nothing, not an error)."""
+    ensure_source_tables(conn)
+    for spec in SOURCES:
+        _ensure_staging(conn, spec)
+    conn.execute("BEGIN TRANSACTION")
+    try:
+        for table, staging in tables.items():
+            conn.execute(f"DELETE FROM {table}")
+            for name in staging:
+                conn.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {name}")
+        conn.execute("COMMIT")
+    except Exception:
+        conn.execute("ROLLBACK")
+        raise
+
+
 @dg.asset(
     deps=[spec.asset_name for spec in SOURCES],
     pool="duckdb",
@@ -339,16 +357,8 @@ source_assets = [build_source_asset(spec) for spec in SOURCES]
 )
 def raw_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
     with duckdb.get_connection() as conn:
-        ensure_source_tables(conn)
-        for spec in SOURCES:
-            _ensure_staging(conn, spec)  # a source that never ran contributes nothing, not an error
-        conn.execute("BEGIN TRANSACTION")
-        conn.execute("DELETE FROM raw_scores")
-        conn.execute("DELETE FROM audit_ingest")
-        for spec in SOURCES:
-            conn.execute(f"INSERT INTO raw_scores BY NAME SELECT * FROM {spec.staging_table}")
-            conn.execute(f"INSERT INTO audit_ingest BY NAME SELECT * FROM {spec.audit_table}")
-        conn.execute("COMMIT")
+        _union_staging(conn, {"raw_scores": [s.staging_table for s in SOURCES],
+                              "audit_ingest": [s.audit_table for s in SOURCES]})
         total = conn.execute("SELECT count(*) FROM raw_scores").fetchone()[0]
         audit_total = conn.execute("SELECT count(*) FROM audit_ingest").fetchone()[0]
         per_source = count_by(conn, "raw_scores", "source")
@@ -382,14 +392,7 @@ def raw_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.
 )
 def raw_costs(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
     with duckdb.get_connection() as conn:
-        ensure_source_tables(conn)
-        for spec in SOURCES:
-            _ensure_staging(conn, spec)  # a source that never ran contributes nothing, not an error
-        conn.execute("BEGIN TRANSACTION")
-        conn.execute("DELETE FROM raw_costs")
-        for spec in SOURCES:
-            conn.execute(f"INSERT INTO raw_costs BY NAME SELECT * FROM {spec.cost_staging_table}")
-        conn.execute("COMMIT")
+        _union_staging(conn, {"raw_costs": [s.cost_staging_table for s in SOURCES]})
         total = conn.execute("SELECT count(*) FROM raw_costs").fetchone()[0]
         per_source = count_by(conn, "raw_costs", "source")
         per_file = dict(conn.execute(

@@ -11,8 +11,6 @@ never reused, and nothing publishes from it (atlas_assets/model/publishable.py).
 """
 
 import json
-import shutil
-import sys
 from pathlib import Path
 
 import dagster as dg
@@ -20,6 +18,7 @@ import pandas as pd
 from dagster_duckdb import DuckDBResource
 
 from atlas_assets import settings
+from atlas_assets.defs.fit_folders import fit_in_subprocess
 from atlas_assets.model.diagnostics import failure_reasons
 from atlas_assets.model.stan_data import build_stan_data, load_model_config
 from atlas_assets.model.publishable import UnpublishableFit, require_publishable_fit
@@ -151,26 +150,10 @@ def capability_fit(
         context.log.info(f"data and specification unchanged: reusing the fit in {final}")
         return dg.MaterializeResult(metadata={**common, "reused": True, "engine": summary["engine"], "passes": summary["passes"]})
 
-    staging = final.with_name(name + ".partial")
-    failed = final.with_name(name + ".failed")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    (staging / "fingerprint.json").write_text(json.dumps(fingerprint))
-    (staging / "specification.json").write_text(json.dumps(manifest, indent=1, sort_keys=True))
-    command = [sys.executable, "-m", "atlas_assets.model.fit_process", "--observations", str(observations_path), "--out", str(staging)]
-    for key, value in overrides.get("sampler", {}).items():
-        command += [f"--{key}", str(value)]
-    context.log.info(f"fitting in a subprocess: {' '.join(command)}")
-    result = pipes_subprocess_client.run(command=command, context=context).get_materialize_result()
-    if not (staging / "fit_summary.json").exists():
-        raise dg.Failure(f"the fit process ended without writing {staging / 'fit_summary.json'}")
-    summary = json.loads((staging / "fit_summary.json").read_text())
-    # Only a passing fit takes the final name (and can be reused); a failing one is kept for inspection.
-    destination = final if summary["passes"] is True else failed
-    shutil.rmtree(destination, ignore_errors=True)
-    staging.rename(destination)
-    if destination == failed:
-        context.log.warning(f"the fit FAILED its convergence gates; kept in {failed}, nothing will publish from it")
+    result, destination, summary = fit_in_subprocess(
+        context, pipes_subprocess_client, module="atlas_assets.model.fit_process", observations_path=observations_path,
+        final=final, fingerprint=fingerprint, specification=json.dumps(manifest, indent=1, sort_keys=True),
+        options=overrides.get("sampler", {}), what="fit")
     common["fit_dir"] = dg.MetadataValue.path(str(destination))
     return dg.MaterializeResult(metadata={**result.metadata, **common, "reused": False, "out_dir": str(destination),
                                           "engine": summary["engine"], "passes": summary["passes"]})
