@@ -311,8 +311,14 @@ class CalibrateConfig(Strict):
     bandwidth_years: Number | None = Field(gt=0)  # None: one line over all dated models
 
 
+class ReferenceScaleConfig(Strict):
+    version: str | None
+    min_shared_families: int = Field(ge=3)
+
+
 class OutputsFile(Strict):
     version: int
+    reference_scale: ReferenceScaleConfig
     draws: OutputDraws
     calibrate: CalibrateConfig
     difficulty: DifficultyConfig
