@@ -311,6 +311,10 @@ class CalibrateConfig(Strict):
     bandwidth_years: Number | None = Field(gt=0)  # None: one line over all dated models
 
 
+class ActivePanelConfig(Strict):
+    window_days: int = Field(ge=1)
+
+
 class ReferenceScaleConfig(Strict):
     version: str | None
     min_shared_families: int = Field(ge=3)
@@ -319,6 +323,7 @@ class ReferenceScaleConfig(Strict):
 class OutputsFile(Strict):
     version: int
     reference_scale: ReferenceScaleConfig
+    active_panel: ActivePanelConfig
     draws: OutputDraws
     calibrate: CalibrateConfig
     difficulty: DifficultyConfig
@@ -369,6 +374,12 @@ class SensitivityStudy(Strict):
     top: int = Field(ge=2)
 
 
+class ActivePanelStudies(Strict):
+    # the folds `active_panel` (the production specification refitted on the active families) and
+    # `forward_active` (the forward study on them); the active families come from the outputs' `active_panel`
+    studies: bool
+
+
 class EciFormBaseline(Strict):
     bootstrap: int = Field(ge=10)
     l2: Number = Field(ge=0)
@@ -391,6 +402,7 @@ class ValidationFile(Strict):
     masked: MaskedStudy
     family: FamilyStudy
     sensitivity: SensitivityStudy
+    active_panel: ActivePanelStudies
     baselines: Baselines
     checks: ValidationChecks
 

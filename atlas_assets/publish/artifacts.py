@@ -136,6 +136,15 @@ ARTIFACTS: tuple[Artifact, ...] = (
     Artifact("unknown_setting_cells", "table", "Cells of the unknown-setting runs.",
              _cols("model reasoning_state family pred_mean:float lower_90:float upper_90:float"),
              required=False, order_by=("model", "family")),
+    Artifact("active_panel", "table", "Per family: newest result date (own date, else the model's release), "
+             "whether it is in the active panel and why.",
+             _cols("family n_obs:int last_result_on as_of window_days:int active:bool reason"),
+             required=False, order_by=("family",)),
+    Artifact("validation_active_scores", "table", "Each state's score in the active-panel refit (validation fold "
+             "active_panel) beside its all-history score; the headline uses the all-history fit.",
+             _cols("model reasoning_state display_mean_all_history:float display_mean_active:float change:float "
+                   "in_active_fit:bool"),
+             required=False, order_by=("model", "reasoning_state")),
     Artifact("reference_state_scores", "table", "Capability per reasoning state on the frozen reference scale "
              "(outputs.yaml reference_scale): the fit linked onto the reference version's family positions.",
              _cols("model reasoning_state reference_version eligible:bool display_mean:float display_lower:float "

@@ -25,9 +25,10 @@ from atlas_assets import settings
 from atlas_assets.defs.outputs.assets import publishable_fit_dir
 from atlas_assets.storage import replace_partition, replace_tables
 from atlas_assets.validation.config import load_validation_config
-from atlas_assets.validation.splits import fold_keys
+from atlas_assets.validation.splits import ACTIVE_STUDIES, fold_keys, study_of
 
-FOLD_TABLES = ["validation_folds", "validation_predictions", "validation_family_ranks", "validation_sensitivity"]
+FOLD_TABLES = ["validation_folds", "validation_predictions", "validation_family_ranks", "validation_sensitivity",
+               "validation_active_scores"]
 
 validation_partitions = dg.StaticPartitionsDefinition(fold_keys(load_validation_config()))
 
@@ -71,7 +72,7 @@ def _md(frame: pd.DataFrame, rows: int = 30) -> dg.MetadataValue:
 
 
 @dg.asset(
-    deps=["capability_scores"],
+    deps=["capability_scores", "active_panel"],
     partitions_def=validation_partitions,
     # no "duckdb" pool: a fold samples for a minute or more and writes for milliseconds; folds run in
     # parallel (a backfill), and their one write retries while another process holds the file's lock
@@ -88,10 +89,13 @@ def validation_fold(context: dg.AssetExecutionContext, duckdb: DuckDBResource,
     fold = context.partition_key
     fit_dir = production_fit(context)
     cfg = load_validation_config()
+    if study_of(fold) in ACTIVE_STUDIES:
+        cfg["active_panel"]["families"] = _active_families(duckdb, fit_dir.name)
     result = run_fold(fold, fit_dir, cfg, validation_dir() / fit_dir.name,
                       fitter=pipes_fitter(context, pipes_subprocess_client), log=context.log.info)
     frames = {"validation_folds": pd.DataFrame([result.info]), "validation_predictions": result.predictions,
-              "validation_family_ranks": result.family_ranks, "validation_sensitivity": result.sensitivity}
+              "validation_family_ranks": result.family_ranks, "validation_sensitivity": result.sensitivity,
+              "validation_active_scores": result.active_scores}
     for name, frame in frames.items():
         if not frame.empty:
             frame["fold"] = fold
@@ -103,11 +107,24 @@ def validation_fold(context: dg.AssetExecutionContext, duckdb: DuckDBResource,
         from atlas_assets.validation.summary import cell_study_metrics
 
         metadata["metrics"] = _md(cell_study_metrics(result.predictions, [float(x) for x in cfg["intervals"]]))
-    for name in ("family_ranks", "sensitivity"):
+    for name in ("family_ranks", "sensitivity", "active_scores"):
         frame = getattr(result, name)
         if len(frame):
             metadata[name] = _md(frame)
     return dg.MaterializeResult(metadata=metadata)
+
+
+def _active_families(duckdb: DuckDBResource, fit: str) -> list[str]:
+    """The active families of the production fit (the outputs' active_panel table), or dg.Failure."""
+    with duckdb.get_connection() as conn:
+        try:
+            rows = conn.execute("SELECT family FROM active_panel WHERE fit = ? AND active ORDER BY 1", [fit]).fetchall()
+        except duckdb_module.CatalogException:
+            rows = []
+    if not rows:
+        raise dg.Failure(description=f"the active-panel folds need the active families of fit {fit}: materialize "
+                         "active_panel (group outputs) for it first")
+    return [family for (family,) in rows]
 
 
 def _read(conn, table: str, fit: str) -> pd.DataFrame:
