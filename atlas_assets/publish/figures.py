@@ -233,7 +233,7 @@ def quality_vs_reliability(table: pd.DataFrame) -> Figure:
         ax.annotate(row.family, (row.reliability_mean, row.quality), fontsize=6, color=INK, alpha=0.75,
                     xytext=(3, 2), textcoords="offset points")
     ax.set_xlabel("reliability (model-based, posterior mean)")
-    ax.set_ylabel("measured quality (headroom × discrimination × contamination × size)")
+    ax.set_ylabel("measured quality (product of four weights)")
     ax.set_ylim(0, 1.05)
     ax.legend(title="grade", loc="lower left")
     return fig

@@ -17,7 +17,8 @@ from atlas_assets.publish.config import load_publish_config
 from atlas_assets.publish.report import REPORT_FILE, REPORT_RECORD, build_report
 from tests.publish.fixtures import make_home
 
-SECTIONS = ["leaderboard", "beyond", "reasoning", "difficulty", "reliability", "calibration", "forward", "dimensionality", "method"]
+SECTIONS = ["leaderboard", "beyond", "reasoning", "difficulty", "reliability", "quality", "comparability", "calibration",
+            "forward", "dimensionality", "method"]
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
