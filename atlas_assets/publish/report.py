@@ -368,7 +368,7 @@ def _quality(b: _Builder) -> None:
             "the top, spread among the leaders, exposure to training data, size; beside it the model-based grade.")
     if quality.empty:
         b.section("quality", "Benchmark quality", lede,
-                  note("This publication has no family_quality table (published before it existed)."))
+                  note("This publication has no family_quality rows (it predates them, or they were not computed)."))
         return
     measured = quality[quality["quality"].notna()]
     rho = agree[(agree["statistic"] == "spearman_vs_reliability") & (agree["measure"] == "quality")]
@@ -412,7 +412,8 @@ def _comparability(b: _Builder) -> None:
             "on the leaderboard (per family both were scored on) and on each family's own ranking.")
     if pairs.empty:
         b.section("comparability", "Which results compare", lede,
-                  note("This publication has no comparability_verdicts table (published before it existed)."))
+                  note("This publication has no comparability_verdicts rows (it predates them, or they were not "
+                       "computed)."))
         return
     overall = pairs["scope"] == "overall"
     counts = pairs.assign(where=np.where(overall, "overall", "per family")).pivot_table(

@@ -20,18 +20,24 @@ from atlas_assets.storage import replace_rows, replace_tables
 OBSERVATION_ROWS_SQL = Path(__file__).resolve().parents[2] / "outputs" / "sql" / "observation_rows.sql"
 
 
-def fit_observation_rows(conn, fit_dir: Path) -> pd.DataFrame:
-    """observation_rows.sql over DuckDB's modeled_observations, refused unless that table is the data the fit saw."""
-    from atlas_assets.publish.artifacts import fit_stamps
+def read_observation_rows(conn) -> tuple[str, pd.DataFrame]:
+    """(data hash of DuckDB's modeled_observations, observation_rows.sql over it)."""
     from atlas_assets.spec import frame_hash
 
     observations = conn.execute("SELECT * FROM modeled_observations").df()
-    found = frame_hash(observations, ["model", "reasoning_state", "family"])
+    return (frame_hash(observations, ["model", "reasoning_state", "family"]),
+            conn.execute(OBSERVATION_ROWS_SQL.read_text()).df())
+
+
+def require_fit_data(found: str, fit_dir: Path) -> None:
+    """Refuse unless DuckDB's modeled_observations is the data the fit saw. Called outside the connection block:
+    DuckDBResource.get_connection leaves its connection open when the body raises."""
+    from atlas_assets.publish.artifacts import fit_stamps
+
     expected = fit_stamps(fit_dir).data_sha256
     if found != expected:
         raise dg.Failure(description=f"modeled_observations (data {found[:16]}) is not the data of fit {fit_dir.name} "
                          f"({expected[:16]}): refit or restore the matching tables first")
-    return conn.execute(OBSERVATION_ROWS_SQL.read_text()).df()
 
 
 @dg.asset(
@@ -52,9 +58,10 @@ def family_quality(context: dg.AssetExecutionContext, duckdb: DuckDBResource) ->
     fit_dir = publishable_fit_dir(context)
     cfg = load_outputs_config()["family_quality"]
     with duckdb.get_connection() as conn:
-        rows = fit_observation_rows(conn, fit_dir)
+        found, rows = read_observation_rows(conn)
         registry = conn.execute("SELECT * FROM registry_benchmarks").df()
         grades = conn.execute("SELECT * FROM reliability_grades").df()
+    require_fit_data(found, fit_dir)
     if set(grades["fit"].dropna()) != {fit_dir.name}:
         raise dg.Failure(description=f"reliability_grades is not of fit {fit_dir.name} (fit {sorted(set(grades['fit']))})")
     table = _stamp(compute(result_dates(rows), registry, grades, cfg), fit_dir)
@@ -95,7 +102,8 @@ def comparability_verdicts(context: dg.AssetExecutionContext, duckdb: DuckDBReso
     fit_dir = publishable_fit_dir(context)
     cfg = load_outputs_config()["comparability"]
     with duckdb.get_connection() as conn:
-        rows = fit_observation_rows(conn, fit_dir)
+        found, rows = read_observation_rows(conn)
+    require_fit_data(found, fit_dir)
     try:
         observations = observations_from_rows(rows, cfg)
     except KeyError as unknown:
