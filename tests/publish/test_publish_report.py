@@ -86,6 +86,12 @@ def test_report_has_every_section_and_its_images(full_report):
     assert record["content_sha256"] == store.read_manifest(folder)["content_sha256"]
 
 
+def test_report_notes_a_publication_without_quality_or_verdicts(full_report):
+    _, out, _ = full_report  # the fixture home has neither table: both are published empty
+    page = (out / REPORT_FILE).read_text()
+    assert "has no family_quality rows" in page and "has no comparability_verdicts rows" in page
+
+
 def test_report_leaderboard_numbers_equal_the_published_model_scores(full_report):
     folder, out, _ = full_report
     scores = pd.read_csv(folder / "model_scores.csv")

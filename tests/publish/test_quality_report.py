@@ -1,6 +1,6 @@
 """The quality and comparability tables travel into the publication and its report: the report's numbers are the
-published files' (the quality correlation, the grade x band cross-tab, the verdict counts), and a publication
-without them (published before they existed) gets a visible note instead."""
+published files' (the quality correlation, the grade x band cross-tab, the verdict counts). A publication
+without them gets a visible note instead (tests/publish/test_publish_report.py, on its full report)."""
 
 from __future__ import annotations
 
@@ -60,13 +60,3 @@ def test_quality_and_verdicts_are_published_and_shown(tmp_path, bundle):
     assert [(row[0], row[2], row[3], row[4]) for row in counts.rows if row] == [("8", "caveat", "1", "1"),
                                                                          ("10", "comparable", "1", "1")]
     assert '<img src="quality.png"' in page and (out / "quality.png").exists()
-
-
-def test_a_publication_without_them_shows_a_note(tmp_path, bundle):
-    folder = published(tmp_path, bundle)
-    out = tmp_path / "report"
-    out.mkdir()
-    page_result = build_report(folder, out, load_publish_config()["report"])
-    page = (out / REPORT_FILE).read_text()
-    assert {"quality", "comparability"} <= set(page_result.sections)
-    assert "has no family_quality rows" in page and "has no comparability_verdicts rows" in page
