@@ -22,7 +22,9 @@ the columns only when their counts agree (ingest drops empty parts); otherwise t
 setting, and an agent too when the file declares an agent column.
 
 `compare` applies the rules in the seed's order and returns the first that fires, with every other
-rule that also fires listed in `also` (a caveat rarely comes alone).
+rule that also fires listed in `also` (a caveat rarely comes alone). A version, run setting or Elo capture
+date recorded for one observation and not for the other counts as differing: nothing shows they agree,
+and the reason says "not recorded".
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ RULES: dict[int, tuple[str, str]] = {
 }
 HARNESS_ROLES = ("agent", "version", "setting")
 SEPARATOR = " | "
+UNRECORDED = "not recorded"
 
 
 @dataclass(frozen=True)
@@ -83,9 +86,9 @@ class Verdict:
         return RULES[self.rule][0]
 
 
-def _show(values: Iterable[Any]) -> str:
+def _show(values: Iterable[Any], empty: str = "none") -> str:
     values = sorted(str(v) for v in values)
-    return "{" + ", ".join(values) + "}" if values else "none"
+    return "{" + ", ".join(values) + "}" if values else empty
 
 
 def compare(a: Observation, b: Observation, cfg: Mapping[str, Any]) -> Verdict:
@@ -115,13 +118,13 @@ def compare(a: Observation, b: Observation, cfg: Mapping[str, Any]) -> Verdict:
         if a.benchmarks != b.benchmarks:
             parts.append(f"benchmarks {_show(a.benchmarks)} vs {_show(b.benchmarks)}")
         if a.versions != b.versions:
-            parts.append(f"versions {_show(a.versions)} vs {_show(b.versions)}")
+            parts.append(f"versions {_show(a.versions, UNRECORDED)} vs {_show(b.versions, UNRECORDED)}")
         fired.append((6, "; ".join(parts)))
     differing = [k for k in sorted(set(a.settings) | set(b.settings))
                  if a.settings.get(k, frozenset()) != b.settings.get(k, frozenset())]
     if differing:
-        fired.append((7, "; ".join(f"{k} {_show(a.settings.get(k, ()))} vs {_show(b.settings.get(k, ()))}"
-                                   for k in differing)))
+        fired.append((7, "; ".join(f"{k} {_show(a.settings.get(k, ()), UNRECORDED)} vs "
+                                   f"{_show(b.settings.get(k, ()), UNRECORDED)}" for k in differing)))
     va, vb = a.verification_class, b.verification_class
     if (va in self_reported and vb in external) or (va in external and vb in self_reported):
         fired.append((8, f"verification {va} vs {vb}"))

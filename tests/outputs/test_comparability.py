@@ -44,6 +44,11 @@ def test_each_rule_on_a_pair_that_differs_in_its_dimension_only(rule):
     assert reason in got.reason
 
 
+def test_a_setting_recorded_for_one_side_only_is_a_caveat_that_says_so():
+    got = compare(BASE, replace(OTHER, settings={"protocol": frozenset({"average"})}), CFG)
+    assert (got.rule, got.verdict, got.reason) == (7, CAVEAT, "shots {0} vs not recorded")
+
+
 def test_elo_rules_pools_and_capture_dates():
     pool = compare(ELO, replace(ELO, model="m2", sources=frozenset({"lmarena"})), CFG)
     assert (pool.rule, pool.verdict) == (4, NOT_COMPARABLE) and "Elo pools {epoch_hub} vs {lmarena}" in pool.reason
