@@ -365,8 +365,14 @@ class ComparabilityConfig(Strict):
         return self
 
 
+class ReferenceScaleConfig(Strict):
+    version: str | None
+    min_shared_families: int = Field(ge=3)
+
+
 class OutputsFile(Strict):
     version: int
+    reference_scale: ReferenceScaleConfig
     draws: OutputDraws
     calibrate: CalibrateConfig
     difficulty: DifficultyConfig

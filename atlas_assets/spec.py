@@ -97,6 +97,8 @@ def specification_manifest(
         else package_root / "config" / "validation.yaml"
     if scope == "publication" and validation_config.exists():
         config_files.append(validation_config)
+    if scope == "publication":  # frozen reference scales: they set the display units of what is published
+        config_files.extend(sorted(settings.reference_scale_dir().glob("*.yaml")))
     stan = sorted((project_root / "stan").glob("*.stan"))
     files: dict[str, list[Path]] = {
         "sql": [p for p in sorted((project_root / "sql").glob("*.sql")) if scope != "fit" or p.name not in COST_SQL],

@@ -136,6 +136,20 @@ ARTIFACTS: tuple[Artifact, ...] = (
     Artifact("unknown_setting_cells", "table", "Cells of the unknown-setting runs.",
              _cols("model reasoning_state family pred_mean:float lower_90:float upper_90:float"),
              required=False, order_by=("model", "family")),
+    Artifact("reference_state_scores", "table", "Capability per reasoning state on the frozen reference scale "
+             "(outputs.yaml reference_scale): the fit linked onto the reference version's family positions.",
+             _cols("model reasoning_state reference_version eligible:bool display_mean:float display_lower:float "
+                   "display_upper:float"),
+             required=False, order_by=("model", "reasoning_state")),
+    Artifact("reference_model_scores", "table", "Capability per model (headline state) on the frozen reference scale.",
+             _cols("model headline_state reference_version display_mean:float display_lower:float "
+                   "display_upper:float"),
+             required=False, order_by=("model",)),
+    Artifact("reference_scale_drift", "table", "States whose modeled results are unchanged since the previously "
+             "published fit: how far each moved, on the reference scale and on the fits' own anchors.",
+             _cols("model reasoning_state scale previous_fit display_mean_old:float display_mean_new:float "
+                   "move:float within_interval:bool"),
+             required=False, order_by=("scale", "model", "reasoning_state")),
     Artifact("validation_metrics", "table", "Per study and method: RMSE, MAE, CRPS, Spearman and interval coverage "
              "of held-out cells.",
              _cols("study method n_cells:int n_folds:int rmse:float mae:float rmse_points:float mae_points:float "
@@ -414,6 +428,8 @@ def methodology_record(conn: duckdb.DuckDBPyConnection, fit_dir: Path, stamps: S
             "reliability_grade": _first(frame("reliability_grades"), "grade_rule"),
             "dimensionality": _first(frame("dimensionality_test"), "rule"),
             "family_quality": _first(frame("family_quality"), "rule"),
+            # the frozen scale the reference_* tables are on (its file is in the configuration fingerprint)
+            "reference_scale": _first(frame("reference_state_scores"), "reference_version"),
         },
         "method_version": method_version_record(),
         "specification": {
