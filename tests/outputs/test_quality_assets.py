@@ -132,3 +132,19 @@ def test_a_fit_of_other_data_is_refused(tmp_path, pinned_spec):
     with duckdb.connect(str(home / "atlas.duckdb"), read_only=True) as conn:
         tables = {r[0] for r in conn.execute("SELECT table_name FROM information_schema.tables").fetchall()}
     assert "family_quality" not in tables and "comparability_verdicts" not in tables
+
+
+def test_the_verdict_for_any_two_observations_from_the_command_line(tmp_path, capsys):
+    from atlas_assets.outputs.comparability_cli import main
+
+    home, _ = _home(tmp_path)
+    database = str(home / "atlas.duckdb")
+    assert main(["m0", "default", "hard", "m1", "default", "hard", "--database", database]) == 0
+    assert capsys.readouterr().out.strip() == ("caveat (rule 8, verification boundary): verification independent vs "
+                                               "vendor_reported")
+    assert main(["m0", "default", "swe", "m2", "default", "hard", "--database", database]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("not comparable (rule 2, different family): family swe vs hard")
+    assert "also: 3 (agent system vs bare model), 6 (different versions)" in printed
+    assert main(["m0", "default", "swe", "m9", "default", "swe", "--database", database]) == 2
+    assert "no modeled observation for model 'm9'" in capsys.readouterr().err
