@@ -315,6 +315,60 @@ class ActivePanelConfig(Strict):
     window_days: int = Field(ge=1)
 
 
+class ContaminationWeights(Strict):
+    live: Number = Field(gt=0, le=1)
+    private: Number = Field(gt=0, le=1)
+    static: Number = Field(gt=0, le=1)
+
+
+class QualityBands(Strict):
+    high: Number = Field(gt=0, le=1)
+    medium: Number = Field(gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _descending(self) -> "QualityBands":
+        if not self.high > self.medium:
+            raise ValueError("quality band high must lie above medium")
+        return self
+
+
+class FamilyQualityConfig(Strict):
+    live_window_days: int = Field(ge=1)
+    min_live_models: int = Field(ge=2)
+    top_headroom: int = Field(ge=1)
+    top_discrimination: int = Field(ge=2)
+    headroom_full_points: Number = Field(gt=0)
+    headroom_floor: Number = Field(gt=0, le=1)
+    discrimination_full_points: Number = Field(gt=0)
+    discrimination_floor: Number = Field(gt=0, le=1)
+    contamination_weights: ContaminationWeights
+    size_weights: list[list[Number]] = Field(min_length=1)
+    quality_bands: QualityBands
+
+    @field_validator("size_weights")
+    @classmethod
+    def _rising(cls, value: list[list[float]]) -> list[list[float]]:
+        if any(len(pair) != 2 for pair in value):
+            raise ValueError("size_weights: pairs [item limit, weight]")
+        limits = [limit for limit, _ in value]
+        if limits != sorted(set(limits)) or any(not 0 < w <= 1 for _, w in value):
+            raise ValueError("size_weights: item limits strictly rising, weights in (0, 1]")
+        return value
+
+
+class ComparabilityConfig(Strict):
+    elo_max_days_apart: int = Field(ge=0)
+    self_reported: list[str] = Field(min_length=1)
+    external: list[str] = Field(min_length=1)
+    harness_columns: dict[str, Literal["agent", "version", "setting"]]
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> "ComparabilityConfig":
+        if set(self.self_reported) & set(self.external):
+            raise ValueError("a verification class cannot be both self_reported and external")
+        return self
+
+
 class ReferenceScaleConfig(Strict):
     version: str | None
     min_shared_families: int = Field(ge=3)
@@ -330,6 +384,8 @@ class OutputsFile(Strict):
     reliability: ReliabilityConfig
     dimensionality: DimensionalityConfig
     cell_predictions: CellPredictionsConfig
+    family_quality: FamilyQualityConfig
+    comparability: ComparabilityConfig
 
 
 # --------------------------------------------------------------------------- validation.yaml

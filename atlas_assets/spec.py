@@ -62,9 +62,10 @@ def _sha(data: bytes) -> str:
 
 
 def _code_files(package_root: Path) -> dict[str, list[Path]]:
-    """Package Python files grouped into `<subpackage>_code` parts (top-level modules: `package_code`)."""
+    """Package Python files, and the SQL files a stage keeps in its own folder (outputs/sql, publish/sql), grouped
+    into `<subpackage>_code` parts (top-level modules: `package_code`)."""
     parts: dict[str, list[Path]] = {}
-    for path in sorted(package_root.rglob("*.py")):
+    for path in sorted([*package_root.rglob("*.py"), *package_root.rglob("*.sql")]):
         relative = path.relative_to(package_root)
         if "__pycache__" in relative.parts or any(relative.match(pattern) for pattern in NOT_SPECIFICATION):
             continue

@@ -184,6 +184,21 @@ ARTIFACTS: tuple[Artifact, ...] = (
     Artifact("validation_sensitivity", "table", "Largest top-20 rank shift when each well-covered family is dropped.",
              _cols("dropped_family n_observations_dropped:int max_top20_rank_shift:float model"),
              required=False, order_by=("dropped_family", "model")),
+    Artifact("family_quality", "table", "Measured quality per family (seed 002) from its live pool: headroom (top-5 "
+             "vs the ceiling), discrimination (sd of the top 15), contamination class, item count, their weights and "
+             "product, with the inputs; the reliability grade beside it.",
+             _cols("family kind n_live_models:int headroom_points:float discrimination_points:float contamination "
+                   "items:float quality:float quality_band grade reliability_mean:float rule"),
+             required=False, order_by=("family",)),
+    Artifact("family_quality_agreement", "table", "How far measured quality and the model-based reliability agree: "
+             "Spearman of each measure against reliability, and a grade x quality-band cross-tab.",
+             _cols("statistic measure grade band n_families:int value:float p_value:float"),
+             required=False, order_by=("statistic", "measure", "grade", "band")),
+    Artifact("comparability_verdicts", "table", "Seed 002's comparability verdict, rule and reason for the leaderboard "
+             "neighbours: adjacent eligible states (per family they share) and adjacent scores on each family.",
+             _cols("scope rank_a:int rank_b:int model_a state_a model_b state_b family_a family_b rule:int rule_name "
+                   "verdict reason"),
+             required=False, order_by=("scope", "rank_a", "family_a")),
     Artifact("cost_index", "cost_table", "Relative cost per reasoning state (x GPT-5 high, median and 90% interval) "
              "and typical US dollars per task on the configured workloads, from the cost fit named in cost_fit.",
              _cols("model reasoning_state cost_index_median:float cost_index_lower:float cost_index_upper:float "
@@ -421,9 +436,11 @@ def methodology_record(conn: duckdb.DuckDBPyConnection, fit_dir: Path, stamps: S
             "difficulty_bound": _first(frame("difficulty_bounds"), "bound_rule"),
             "reliability_grade": _first(frame("reliability_grades"), "grade_rule"),
             "dimensionality": _first(frame("dimensionality_test"), "rule"),
+            "family_quality": _first(frame("family_quality"), "rule"),
             # the frozen scale the reference_* tables are on (its file is in the configuration fingerprint)
             "reference_scale": _first(frame("reference_state_scores"), "reference_version"),
         },
+        "method_version": method_version_record(),
         "specification": {
             "sha256": stamps.spec_sha256,
             "parts": {part: manifest_fingerprint({part: files}) for part, files in manifest.items()} if manifest else None,
@@ -443,6 +460,14 @@ def methodology_record(conn: duckdb.DuckDBPyConnection, fit_dir: Path, stamps: S
             for name, item in tables.items()
         },
     }
+
+
+def method_version_record() -> dict[str, Any]:
+    """The method version in force: the newest entry of the change log (CHANGES.md at the project root)."""
+    from atlas_assets.publish.changes import newest_entry
+
+    entry = newest_entry()
+    return {"version": entry.version, "date": entry.date, "title": entry.title, "change_log": "CHANGES.md"}
 
 
 def _cost_fit_record(tables: dict[str, Collected]) -> dict[str, Any] | None:

@@ -17,7 +17,8 @@ from atlas_assets.publish.config import load_publish_config
 from atlas_assets.publish.report import REPORT_FILE, REPORT_RECORD, build_report
 from tests.publish.fixtures import make_home
 
-SECTIONS = ["leaderboard", "beyond", "reasoning", "difficulty", "reliability", "calibration", "forward", "dimensionality", "method"]
+SECTIONS = ["leaderboard", "beyond", "reasoning", "difficulty", "reliability", "quality", "comparability", "calibration",
+            "forward", "dimensionality", "method"]
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -83,6 +84,12 @@ def test_report_has_every_section_and_its_images(full_report):
     record = json.loads((out / REPORT_RECORD).read_text())
     assert record["publication"] == folder.name
     assert record["content_sha256"] == store.read_manifest(folder)["content_sha256"]
+
+
+def test_report_notes_a_publication_without_quality_or_verdicts(full_report):
+    _, out, _ = full_report  # the fixture home has neither table: both are published empty
+    page = (out / REPORT_FILE).read_text()
+    assert "has no family_quality rows" in page and "has no comparability_verdicts rows" in page
 
 
 def test_report_leaderboard_numbers_equal_the_published_model_scores(full_report):
