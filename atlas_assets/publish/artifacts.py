@@ -140,7 +140,7 @@ ARTIFACTS: tuple[Artifact, ...] = (
              "whether it is in the active panel and why.",
              _cols("family n_obs:int last_result_on as_of window_days:int active:bool reason"),
              required=False, order_by=("family",)),
-    Artifact("validation_active_scores", "table", "Each state's score in the active-panel refit (validation fold "
+    Artifact("active_panel_scores", "table", "Each state's score in the active-panel refit (validation fold "
              "active_panel) beside its all-history score; the headline uses the all-history fit.",
              _cols("model reasoning_state display_mean_all_history:float display_mean_active:float change:float "
                    "in_active_fit:bool"),

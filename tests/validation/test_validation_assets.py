@@ -115,7 +115,7 @@ def test_every_fold_runs_as_a_partition_and_the_summary_scores_model_and_baselin
     active = metrics[metrics["study"].isin(["forward_active", "forward:active_cells"])].set_index(["study", "method"])
     assert active.loc[("forward_active", "atlas"), "n_cells"] == active.loc[("forward:active_cells", "atlas"), "n_cells"] > 0
     with duckdb.connect(str(home / "atlas.duckdb"), read_only=True) as conn:
-        scores = conn.execute("SELECT * FROM validation_active_scores").df()
+        scores = conn.execute("SELECT * FROM active_panel_scores").df()
         dropped = conn.execute("SELECT n_dropped FROM validation_folds WHERE fold = 'active_panel'").fetchone()[0]
     assert dropped == pd.read_csv(fit_dir / "modeled_observations.csv")["family"].isin(inactive).sum() > 0
     assert scores["in_active_fit"].any() and scores["change"].notna().any()

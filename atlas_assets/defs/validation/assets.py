@@ -28,7 +28,7 @@ from atlas_assets.validation.config import load_validation_config
 from atlas_assets.validation.splits import ACTIVE_STUDIES, fold_keys, study_of
 
 FOLD_TABLES = ["validation_folds", "validation_predictions", "validation_family_ranks", "validation_sensitivity",
-               "validation_active_scores"]
+               "active_panel_scores"]
 
 validation_partitions = dg.StaticPartitionsDefinition(fold_keys(load_validation_config()))
 
@@ -95,7 +95,7 @@ def validation_fold(context: dg.AssetExecutionContext, duckdb: DuckDBResource,
                       fitter=pipes_fitter(context, pipes_subprocess_client), log=context.log.info)
     frames = {"validation_folds": pd.DataFrame([result.info]), "validation_predictions": result.predictions,
               "validation_family_ranks": result.family_ranks, "validation_sensitivity": result.sensitivity,
-              "validation_active_scores": result.active_scores}
+              "active_panel_scores": result.active_scores}
     for name, frame in frames.items():
         if not frame.empty:
             frame["fold"] = fold
