@@ -25,7 +25,7 @@ def _md_table(headers: list[str], rows: list[list]) -> dg.MetadataValue:
 
 @dg.asset(
     deps=["capability_scores", "difficulty_bounds", "reliability_grades", "dimensionality_test", "cell_predictions",
-          "calibrated_states", "predicted_states", "cost_index", "cost_frontier",
+          "calibrated_states", "predicted_states", "skill_scores", "headline_gates", "cost_index", "cost_frontier",
           "validation_summary"],
     pool="duckdb",
     kinds={"duckdb", "python"},
