@@ -110,7 +110,9 @@ def reason_counts(gates: pd.DataFrame) -> pd.DataFrame:
     """Failing states per failed requirement (a state counts once per requirement it misses), and per headline
     reason kind: not eligible / too few lineages / no route."""
     failed = gates[~gates["gate_pass"].astype(bool)]
-    codes = failed["failures"].str.split("; ").explode()
+    if failed.empty:
+        return pd.DataFrame({"requirement": pd.Series([], dtype=str), "states": pd.Series([], dtype=int)})
+    codes = failed["failures"].fillna("").astype(str).str.split("; ").explode()
     generic = codes.str.replace(r"[0-9.]+ (families|categories|lineages?|<|>)", r"\1", regex=True)
     generic = generic.str.replace(r"interval [0-9.]+ >", "interval >", regex=True)
     return generic.value_counts().rename_axis("requirement").reset_index(name="states")

@@ -23,12 +23,15 @@ from atlas_assets.storage import replace_tables
 
 def registry_categories(duckdb: DuckDBResource) -> pd.DataFrame:
     """(family, role, category) of every registered benchmark, or dg.Failure when the registry is not built."""
-    try:
-        with duckdb.get_connection() as conn:
+    failure = None
+    with duckdb.get_connection() as conn:
+        try:
             return conn.execute("SELECT family, role, category FROM registry_benchmarks").df()
-    except duckdb_module.Error as error:
-        raise dg.Failure(description=f"registry_benchmarks is not readable ({error.__class__.__name__}): the "
-                         "categories of the families come from it; materialize the registry first") from None
+        except duckdb_module.Error as error:
+            failure = error.__class__.__name__
+    # raised outside the block: get_connection does not close its connection when the body raises
+    raise dg.Failure(description=f"registry_benchmarks is not readable ({failure}): the categories of the families "
+                     "come from it; materialize the registry first")
 
 
 def family_membership(duckdb: DuckDBResource, families, also_in=None) -> pd.DataFrame:
