@@ -357,8 +357,8 @@ def _skill_scores(b: _Builder) -> None:
             [[r.model, r.reasoning_state, num(r.display_mean), interval(r.display_lower, r.display_upper),
               num(r.general_display_mean), r.families] for r in top.itertuples()],
             table_id=f"skill-{category}-table", numeric_from=2)
-    b.section("skills", "Skill scores", "Capability per category, estimated from that category's benchmark "
-              "families alone, on the display scale of the leaderboard.", body)
+    b.section("skills", "Skill scores", "Capability per category: the category's benchmark families read against "
+              "the state's capability from its other results, on the display scale of the leaderboard.", body)
 
 
 def _reasoning(b: _Builder) -> None:

@@ -9,6 +9,8 @@ Reads the latest publishable fit like every output (`publishable_inputs`), the r
 Logic: atlas_assets/outputs/skill_scores.py; settings: outputs.yaml `skill_scores`.
 """
 
+import time
+
 import dagster as dg
 import duckdb as duckdb_module
 import numpy as np
@@ -59,6 +61,7 @@ def skill_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> d
     si = loaded.stan_input
     draws = draws.thin(int(scfg["max_draws"]))
     membership = family_membership(duckdb, si.families["family"], scfg.get("also_in"))
+    started = time.perf_counter()
     table, taus = compute(draws, si.families, si.observations, si.states, membership, scfg,
                           float(cfg["draws"]["interval"]), int(cfg["draws"]["seed"]))
     taus = taus.merge(membership.groupby("category")["family"].agg(lambda f: ", ".join(sorted(f))).rename("families")
@@ -73,6 +76,7 @@ def skill_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> d
         "states_with_a_skill": int(published["state_pos"].nunique()),
         "published_by_category": dg.MetadataValue.json(published["category"].value_counts().to_dict()),
         "draws_used": draws.n_draws,
+        "seconds": round(time.perf_counter() - started, 1),
         "deviations": _md(taus[["category", "deviation_sd", "basis", "n_states"]], 30),
         "top": _md(published.sort_values("category_rank").groupby("category").head(3)[
             ["category", "model", "reasoning_state", "display_mean", "display_lower", "display_upper",
