@@ -374,12 +374,33 @@ class ReferenceScaleConfig(Strict):
     min_shared_families: int = Field(ge=3)
 
 
+class SkillDeviationConfig(Strict):
+    grid: list[Number] = Field(min_length=1)
+    draws: int = Field(ge=20)
+    min_states: int = Field(ge=1)
+
+    @field_validator("grid")
+    @classmethod
+    def _positive(cls, value: list[float]) -> list[float]:
+        if any(v <= 0 for v in value):
+            raise ValueError("every deviation sd must be > 0 (0 is the general capability: no category skill)")
+        return value
+
+
+class SkillScoresConfig(Strict):
+    min_families: int = Field(ge=1)
+    max_draws: int = Field(ge=20)
+    deviation_sd: SkillDeviationConfig
+    also_in: dict[str, list[str]]
+
+
 class OutputsFile(Strict):
     version: int
     reference_scale: ReferenceScaleConfig
     active_panel: ActivePanelConfig
     draws: OutputDraws
     calibrate: CalibrateConfig
+    skill_scores: SkillScoresConfig
     difficulty: DifficultyConfig
     reliability: ReliabilityConfig
     dimensionality: DimensionalityConfig
@@ -598,11 +619,36 @@ class PublishReport(Strict):
     difficulty_families: list[str] = Field(max_length=6)
     image_dpi: int = Field(ge=50, le=300)
     metadata_image_dpi: int = Field(ge=30, le=200)
+    skill_rows: int = Field(ge=1, le=100)
+
+
+class GateRoute(Strict):
+    min_families: int = Field(ge=1)
+    min_categories: int | None = Field(default=None, ge=1)
+    one_of_categories: list[str] = Field(default_factory=list)
+    max_interval_width: Number | None = Field(default=None, gt=0)
+
+    @field_validator("one_of_categories")
+    @classmethod
+    def _known_categories(cls, value: list[str]) -> list[str]:
+        from atlas_assets.registry.benchmarks import CATEGORIES
+
+        unknown = sorted(set(value) - CATEGORIES)
+        if unknown:
+            raise ValueError(f"unknown categories {unknown} (the registry's: {sorted(CATEGORIES)})")
+        return value
+
+
+class HeadlineGate(Strict):
+    min_lineages: int = Field(ge=1)
+    routes: dict[str, GateRoute] = Field(min_length=1)
+    lineages: dict[str, str]
 
 
 class PublishFile(Strict):
     version: int
     required_validation: list[ValidationTable]
+    headline_gate: HeadlineGate
     report: PublishReport
 
 

@@ -113,6 +113,22 @@ ARTIFACTS: tuple[Artifact, ...] = (
              _cols("model reasoning_state family observed:bool u_observed:float pred_mean:float "
                    "lower_90:float upper_90:float verification_class"),
              order_by=("model", "reasoning_state", "family")),
+    Artifact("headline_gates", "table", "Publication gate per fitted state: its families, categories, lineages and "
+             "interval width, whether its headline is published (publish.yaml headline_gate) and why not. Applied to "
+             "state_scores (headline_gate, headline_gate_reason) and model_scores (headline_status 'not enough "
+             "evidence').",
+             _cols("model reasoning_state eligible:bool headline_state:bool n_families:int n_categories:int "
+                   "n_lineages:int interval_width:float gate_pass:bool status reason gate_rule"),
+             order_by=("model", "reasoning_state")),
+    Artifact("skill_scores", "table", "Skill score per state x category on the display scale of state_scores: the "
+             "state's capability from that category's families, with its interval and its deviation from the "
+             "general capability; 'not enough data' (no number) below the configured number of families.",
+             _cols("model reasoning_state category status n_families:int families display_mean:float "
+                   "display_lower:float display_upper:float general_display_mean:float deviation_mean:float"),
+             required=False, order_by=("category", "model", "reasoning_state")),
+    Artifact("skill_deviations", "table", "Per category: the learned sd of a state's category skill around its "
+             "general capability (latent units) and what chose it.",
+             _cols("category deviation_sd:float basis n_states:int"), required=False, order_by=("category",)),
     Artifact("calibrated_states", "table", "States of models outside the fit (below its coverage filter, or new), "
              "calibrated onto the fitted scale from their own results: display posterior, status (thin evidence).",
              _cols("model reasoning_state path status display_mean:float display_lower:float display_upper:float "
@@ -346,6 +362,7 @@ def collect_tables(conn: duckdb.DuckDBPyConnection, fit_dir: Path, stamps: Stamp
             problems.append(f"{artifact.name} lacks columns {lacking}")
             continue
         collected[artifact.name] = Collected(stamp(_ordered(frame, artifact.order_by), stamps), note)
+    problems += apply_headline_gates(collected)
     cost_fits = {name: sorted(map(str, item.frame["cost_fit"].dropna().unique()))
                  for name, item in collected.items() if "cost_fit" in item.frame.columns and len(item.frame)}
     if len({fit for fits in cost_fits.values() for fit in fits}) > 1:
@@ -353,6 +370,26 @@ def collect_tables(conn: duckdb.DuckDBPyConnection, fit_dir: Path, stamps: Stamp
     if problems:
         raise PublicationRefused(problems)
     return collected
+
+
+GATED_COLUMNS = {"state_scores": ("headline_gate", "headline_gate_reason"), "model_scores": ("headline_gate_reason",)}
+
+
+def apply_headline_gates(collected: dict[str, Collected]) -> list[str]:
+    """The gate on the published score tables, in place: state_scores and model_scores say "not enough evidence"
+    with the reason where headline_gates fails the state (publish/gates.py); problems when it cannot be applied."""
+    from atlas_assets.publish.gates import apply_to_scores
+
+    needed = ("headline_gates", "state_scores", "model_scores")
+    if not all(name in collected for name in needed):
+        return []  # a missing one is already a problem of its own
+    try:
+        states, models = apply_to_scores(collected["state_scores"].frame, collected["model_scores"].frame,
+                                         collected["headline_gates"].frame)
+    except ValueError as error:
+        return [f"headline_gates cannot be applied to the score tables: {error}"]
+    collected["state_scores"].frame, collected["model_scores"].frame = states, models
+    return []
 
 
 # -------------------------------------------------------------------------------------------- methodology
@@ -439,6 +476,8 @@ def methodology_record(conn: duckdb.DuckDBPyConnection, fit_dir: Path, stamps: S
             "family_quality": _first(frame("family_quality"), "rule"),
             # the frozen scale the reference_* tables are on (its file is in the configuration fingerprint)
             "reference_scale": _first(frame("reference_state_scores"), "reference_version"),
+            "headline_gate": _first(frame("headline_gates"), "gate_rule"),
+            "skill_scores": _first(frame("skill_scores"), "rule"),
         },
         "method_version": method_version_record(),
         "specification": {

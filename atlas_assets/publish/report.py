@@ -298,6 +298,69 @@ def _beyond_the_fit(b: _Builder) -> None:
               "reasoning settings nobody measured.", body)
 
 
+def _headline_gates(b: _Builder) -> None:
+    """Which states have a published headline under publish.yaml's gate, and why the others do not."""
+    gates = b.version.optional_table("headline_gates")
+    if gates.empty:
+        b.section("gates", "Publication gate", "Which models have enough evidence for a published headline.",
+                  b.empty("This publication carries no headline_gates table: no gate was applied."))
+        return
+    from atlas_assets.publish.gates import reason_counts
+
+    passed = gates["gate_pass"].astype(bool)
+    heads = gates[gates["headline_state"].astype(bool)]
+    withheld = heads[~heads["gate_pass"].astype(bool)].sort_values(["n_families", "model"], ascending=[False, True])
+    body = (f"<p>{int(passed.sum())} of {len(gates)} fitted states pass the gate; of the {len(heads)} models' "
+            f"headline states {int(heads['gate_pass'].astype(bool).sum())} pass and {len(withheld)} are listed as "
+            "<em>not enough evidence</em> (they stay in the fit and in the cell predictions, and are not ranked). "
+            f"Rule: {esc(gates['gate_rule'].iloc[0])}.</p>")
+    counts = reason_counts(gates)
+    if len(counts):
+        body += table(["requirement missed (failing states)", "states"], counts.to_numpy().tolist(),
+                      table_id="gate-reasons-table")
+    if len(withheld):
+        shown = withheld.head(int(b.cfg["leaderboard_models"]))
+        body += table(["model", "state", "families", "categories", "lineages", "90% width", "why not published"],
+                      [[r.model, r.reasoning_state, int(r.n_families), r.categories, int(r.n_lineages),
+                        num(r.interval_width), r.reason] for r in shown.itertuples()],
+                      table_id="gate-withheld-table", numeric_from=2, row_keys=shown["model"])
+    b.section("gates", "Publication gate", "A score from a handful of results looks more precise than it is: a "
+              "headline needs enough families, categories and independent benchmark lineages.", body)
+
+
+def _skill_scores(b: _Builder) -> None:
+    """Per category, the strongest states by their skill score (capability from that category's families)."""
+    skills = b.version.optional_table("skill_scores")
+    if skills.empty:
+        b.section("skills", "Skill scores", "Capability per category.",
+                  b.empty("This publication carries no skill scores."))
+        return
+    deviations = b.version.optional_table("skill_deviations")
+    tau = dict(zip(deviations.get("category", []), deviations.get("deviation_sd", [])))
+    published = skills[skills["status"] == "published"]
+    summary = []
+    for category, rows in skills.groupby("category"):
+        mine = published[published["category"] == category]
+        summary.append([category, len(mine), int((rows["n_families"] == 1).sum()), num(tau.get(category), 2),
+                        num((mine["display_upper"] - mine["display_lower"]).mean())])
+    body = (f"<p>{len(published)} skill scores of {published[['model', 'reasoning_state']].drop_duplicates().shape[0]} "
+            "states are published; a state with fewer families in a category is listed as <em>not enough data</em>. "
+            "A skill reads the category's results against the state's capability from its other results, allowed "
+            "to differ by the category's learned deviation; same display scale as the capability.</p>")
+    body += table(["category", "skills published", "1 family only (not enough data)", "deviation sd (latent)",
+                   "mean 90% width"], summary, table_id="skill-summary-table")
+    n = int(b.cfg.get("skill_rows", 10))
+    for category, rows in published.groupby("category"):
+        top = rows.sort_values(["display_mean", "model"], ascending=[False, True]).head(n)
+        body += f"<h3>{esc(category)}</h3>" + table(
+            ["model", "state", "skill", "90% interval", "capability", "families"],
+            [[r.model, r.reasoning_state, num(r.display_mean), interval(r.display_lower, r.display_upper),
+              num(r.general_display_mean), r.families] for r in top.itertuples()],
+            table_id=f"skill-{category}-table", numeric_from=2)
+    b.section("skills", "Skill scores", "Capability per category: the category's benchmark families read against "
+              "the state's capability from its other results, on the display scale of the leaderboard.", body)
+
+
 def _reasoning(b: _Builder) -> None:
     effects = b.version.table("reasoning_effects")
     rows = [[r.setting, r.setting_kind, num(r.display_mean), interval(r.display_lower, r.display_upper),
@@ -574,13 +637,13 @@ def build_report(version_folder: Path, out_dir: Path, cfg: dict[str, Any]) -> Re
     cfg: publish.yaml's `report` section."""
     version = PublishedVersion(version_folder)
     b = _Builder(version, out_dir, cfg)
-    for part in (_leaderboard, _beyond_the_fit, _reasoning, _difficulty, _reliability, _quality, _comparability,
-                 _calibration, _forward, _dimensionality, _method):
+    for part in (_leaderboard, _headline_gates, _skill_scores, _beyond_the_fit, _reasoning, _difficulty, _reliability,
+                 _quality, _comparability, _calibration, _forward, _dimensionality, _method):
         part(b)
     stamps = version.manifest["stamps"]
-    titles = {"leaderboard": "Leaderboard", "beyond": "Beyond the fit", "reasoning": "Reasoning", "difficulty": "Difficulty",
-              "reliability": "Reliability", "quality": "Quality", "comparability": "Comparability",
-              "calibration": "Calibration", "forward": "Forward in time",
+    titles = {"leaderboard": "Leaderboard", "gates": "Gate", "skills": "Skills", "beyond": "Beyond the fit",
+              "reasoning": "Reasoning", "difficulty": "Difficulty", "reliability": "Reliability", "quality": "Quality",
+              "comparability": "Comparability", "calibration": "Calibration", "forward": "Forward in time",
               "dimensionality": "One number?", "method": "Method"}
     nav = "".join(f'<a href="#{s}">{titles[s]}</a>' for s in b.result.sections)
     page = (

@@ -61,7 +61,7 @@ def test_publication_and_report_through_dagster(home, bundle):
         checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
         assert checks == {"publication_current_verified": True, "publication_validation_present": True,
                           "publication_data_is_current": True, "publication_versions_readable": True,
-                          "report_matches_publication": True}
+                          "report_matches_publication": True, "publication_headlines_pass_the_gate": True}
         published = result.asset_materializations_for_node("publication")[0].metadata
         name = published["publication"].value
         assert published["new_version"].value is True and store.current_name(root) == name

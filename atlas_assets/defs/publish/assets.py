@@ -26,7 +26,7 @@ def _md_table(headers: list[str], rows: list[list]) -> dg.MetadataValue:
 @dg.asset(
     deps=["capability_scores", "difficulty_bounds", "reliability_grades", "dimensionality_test", "cell_predictions",
           "calibrated_states", "predicted_states", "reference_scores", "active_panel", "cost_index", "cost_frontier",
-          "family_quality", "comparability_verdicts",
+          "family_quality", "comparability_verdicts", "skill_scores", "headline_gates",
           "validation_summary"],
     pool="duckdb",
     kinds={"duckdb", "python"},
