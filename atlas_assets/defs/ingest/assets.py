@@ -21,6 +21,7 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
+from atlas_assets.defs.refresh import table_version
 from atlas_assets.ingest import aider, arcprize, epoch, swebench, tau2
 from atlas_assets.ingest.archive import ArchiveError
 from atlas_assets.ingest.bundles import BundleError, read_bundle
@@ -301,6 +302,8 @@ def build_source_asset(spec: SourceSpec) -> dg.AssetsDefinition:
             staged = conn.execute(f"SELECT count(*) FROM {spec.staging_table}").fetchone()[0]
             staged_costs = conn.execute(f"SELECT count(*) FROM {spec.cost_staging_table}").fetchone()[0]
             audit_rows = conn.execute(f"SELECT count(*) FROM {spec.audit_table}").fetchone()[0]
+            # what was staged, not what was downloaded: the same snapshot (or the same fallback) keeps the version
+            staged_version = table_version(conn, spec.staging_table, spec.cost_staging_table, spec.audit_table)
 
         metadata: dict[str, object] = {
             "snapshot_sha256": parsed.snapshot_sha256 or "none",
@@ -323,7 +326,7 @@ def build_source_asset(spec: SourceSpec) -> dg.AssetsDefinition:
         }
         if fetched is not None:
             metadata.update(fetched.metadata())
-        return dg.MaterializeResult(metadata=metadata)
+        return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(staged_version))
 
     return source_scores
 
@@ -367,8 +370,10 @@ def raw_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.
         n_ids = conn.execute("SELECT count(DISTINCT model_id) FROM raw_scores").fetchone()[0]
         snapshots = dict(conn.execute("SELECT source, any_value(snapshot_sha256) FROM raw_scores GROUP BY 1").fetchall())
         reasons = count_by(conn, "audit_ingest", "reason")
-    context.log.info(f"raw_scores: {total} rows from {per_source}; {audit_total} audit rows")
+        version = table_version(conn, "raw_scores", "audit_ingest")
+    context.log.info(f"raw_scores: {total} rows from {per_source}; {audit_total} audit rows; content {version[:12]}")
     return dg.MaterializeResult(
+        data_version=dg.DataVersion(version),
         metadata={
             "dagster/row_count": total,
             "rows_per_source": dg.MetadataValue.json(per_source),
@@ -402,8 +407,10 @@ def raw_costs(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.M
         audited = dict(conn.execute(
             f"SELECT reason, count(*) FROM ({staged_audit}) WHERE reason IN ('zero_cost_unknown', 'negative_cost', "
             "'cost_without_task_count') GROUP BY 1 ORDER BY 1").fetchall())
+        version = table_version(conn, "raw_costs")
     context.log.info(f"raw_costs: {total} rows from {per_source}; costs audited at parse: {audited}")
     return dg.MaterializeResult(
+        data_version=dg.DataVersion(version),
         metadata={
             "dagster/row_count": total,
             "rows_per_source": dg.MetadataValue.json(per_source),

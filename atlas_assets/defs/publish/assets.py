@@ -10,11 +10,13 @@ only the files of the current publication and writes its HTML page and PNGs besi
 """
 
 import base64
+from pathlib import Path
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from atlas_assets.defs.outputs.assets import publishable_fit_dir
+from atlas_assets.defs.refresh import asset_refresh
 
 
 def _md_table(headers: list[str], rows: list[list]) -> dg.MetadataValue:
@@ -40,8 +42,15 @@ def _md_table(headers: list[str], rows: list[list]) -> dg.MetadataValue:
 def publication(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
     from atlas_assets.publish.artifacts import PublicationRefused, collect_publication
     from atlas_assets.publish.config import load_publish_config
-    from atlas_assets.publish.store import list_versions, publications_root, publish
+    from atlas_assets.publish.store import current_name, list_versions, publications_root, publish
 
+    refresh = asset_refresh(context, "publication")
+    earlier = refresh.previous.metadata.get("publication") if refresh.previous is not None else None
+    root = publications_root()
+    current = current_name(root)
+    if reused := refresh.reuse(still_there=earlier is not None and current == earlier.value,
+                               what=f"publication {current} stays current, nothing republished"):
+        return reused
     fit_dir = publishable_fit_dir(context)
     cfg = load_publish_config()
     refusal = None
@@ -62,7 +71,7 @@ def publication(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg
                          + (", pointer moved to it" if outcome.pointer_moved else ""))
     manifest = outcome.manifest
     artifacts = manifest["artifacts"]
-    return dg.MaterializeResult(metadata={
+    return refresh.computed(data_version=manifest["content_sha256"], metadata={
         "publication": outcome.name,
         "folder": dg.MetadataValue.path(str(outcome.folder)),
         "new_version": outcome.created,
@@ -94,6 +103,11 @@ def report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     from atlas_assets.publish.report import REPORT_FILE, build_report
     from atlas_assets.publish.store import NoPublication, current_folder, install_report, publications_root, verify_publication
 
+    refresh = asset_refresh(context, "publication")
+    earlier = refresh.previous.metadata.get("report") if refresh.previous is not None else None
+    if reused := refresh.reuse(still_there=earlier is not None and Path(earlier.value).exists(),
+                               what="its page is in place"):
+        return reused
     try:
         version = current_folder(publications_root())
     except NoPublication as missing:
@@ -111,7 +125,7 @@ def report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         f"figure_{name}": dg.MetadataValue.md(f"![{name}](data:image/png;base64,{base64.b64encode(png).decode()})")
         for name, png in result.images.items()
     }
-    return dg.MaterializeResult(metadata={
+    return refresh.computed({
         "report": dg.MetadataValue.path(str(page)),
         "report_url": dg.MetadataValue.url(page.resolve().as_uri()),
         "publication": result.publication,
