@@ -19,9 +19,11 @@ version is fixed when the definitions load.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterable, Mapping
 
 import dagster as dg
@@ -136,12 +138,13 @@ class StepRefresh:
         return (recorded is not None and recorded.get("fingerprint") == self.inputs.fingerprint
                 and self.previous.tags.get(DATA_VERSION_TAG) is not None)
 
-    def reuse(self, *, still_there: bool = True, force: bool = False, what: str = "") -> dg.MaterializeResult | None:
-        """The earlier result again (same data version, its metadata, why) when nothing it depends on changed;
-        None when the step must compute."""
+    def reuse(self, *, still_there: bool = True, force: bool = False, what: str = "",
+              overrides: Mapping[str, object] | None = None) -> dg.MaterializeResult | None:
+        """The earlier result again (same data version, its metadata with `overrides`, why) when nothing it depends
+        on changed; None when the step must compute."""
         if force or not still_there or not self.unchanged():
             return None
-        earlier = dict(self.previous.metadata)
+        earlier = {**self.previous.metadata, **(overrides or {})}
         computed_in = earlier.get(COMPUTED_IN)
         run = computed_in.value if computed_in is not None else self.previous_run
         reason = (f"skipped: {self.inputs.describe()} unchanged since run {run[:8]}"
@@ -167,16 +170,34 @@ class StepRefresh:
                       INPUTS: self.inputs.as_metadata()})
 
 
-def asset_refresh(context: dg.AssetExecutionContext, scope: str, *, also: Iterable[str] = (),
-                  settings: Mapping[str, str] | None = None, partition: str | None = None,
-                  versions: Mapping[str, str] | None = None) -> StepRefresh:
-    """The refresh decision of the asset being materialized: its declared upstream assets (and `also`, tables it
-    reads without declaring them), the specification fingerprint of `scope` ("fit" | "publication") and any
-    run settings."""
+@functools.lru_cache(maxsize=8)
+def _specification(run_id: str, scope: str) -> str:
+    """The specification fingerprint of a scope, hashed once per run (files do not change under a run)."""
     from atlas_assets.spec import specification_fingerprint
 
+    return specification_fingerprint(scope)
+
+
+def fit_folder(instance: dg.DagsterInstance) -> str:
+    """The name of the latest capability fit's folder: what every stage downstream of the fit reads, whichever
+    way it was announced (a run, or a runless event that carries no data version)."""
+    record = latest_record(instance, dg.AssetKey("capability_fit"))
+    fit_dir = record.asset_materialization.metadata.get("fit_dir") if record and record.asset_materialization else None
+    return Path(str(fit_dir.value)).name if fit_dir is not None else NEVER
+
+
+def asset_refresh(context: dg.AssetExecutionContext, scope: str, *, also: Iterable[str] = (),
+                  settings: Mapping[str, str] | None = None, partition: str | None = None,
+                  versions: Mapping[str, str] | None = None, reads_fit: bool = False) -> StepRefresh:
+    """The refresh decision of the asset being materialized: its declared upstream assets (and `also`, tables it
+    reads without declaring them), the specification fingerprint of `scope` ("fit" | "publication"), any run
+    settings, and with `reads_fit` the latest fit folder (stages that read it from the instance)."""
+    versions = dict(versions or {})
+    if reads_fit:
+        also = (*also, "capability_fit")
+        versions["capability_fit"] = fit_folder(context.instance)
     upstream = {key.to_user_string() for key in context.assets_def.asset_deps[context.asset_key]} | set(also)
-    specification = {f"{scope}_specification": specification_fingerprint(scope), **(settings or {})}
+    specification = {f"{scope}_specification": _specification(context.run_id, scope), **(settings or {})}
     if partition is not None:
         specification["partition"] = partition
     return StepRefresh(context, StepInputs.of(context, sorted(upstream), specification, versions), partition=partition)

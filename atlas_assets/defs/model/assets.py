@@ -202,7 +202,7 @@ def _fit_dir(context: dg.AssetExecutionContext) -> Path:
     "divergences; E-BFMI. Its blocking checks stop every publication downstream when the fit fails them.",
 )
 def fit_diagnostics(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
-    refresh = asset_refresh(context, "fit")
+    refresh = asset_refresh(context, "fit", reads_fit=True)
     with duckdb.get_connection() as conn:
         present = tables_exist(conn, "fit_diagnostics")
     if reused := refresh.reuse(still_there=present):
@@ -241,7 +241,7 @@ def fit_diagnostics(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -
     "90% intervals, rank probabilities and evidence; shared reasoning effects; family difficulty and discrimination.",
 )
 def capability_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
-    refresh = asset_refresh(context, "fit")
+    refresh = asset_refresh(context, "fit", reads_fit=True)
     with duckdb.get_connection() as conn:
         present = tables_exist(conn, *SCORE_TABLES.values())
     if reused := refresh.reuse(still_there=present):

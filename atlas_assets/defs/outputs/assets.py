@@ -86,7 +86,7 @@ def _stamp(frame: pd.DataFrame, fit_dir: Path) -> pd.DataFrame:
 def difficulty_bounds(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
     from atlas_assets.outputs.difficulty import difficulty_bounds as compute
 
-    refresh = asset_refresh(context, "publication", also=())
+    refresh = asset_refresh(context, "publication", reads_fit=True)
     with duckdb.get_connection() as conn:
         present = tables_exist(conn, 'difficulty_bounds')
     if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
@@ -123,7 +123,7 @@ def difficulty_bounds(context: dg.AssetExecutionContext, duckdb: DuckDBResource)
 def reliability_grades(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
     from atlas_assets.outputs.reliability import reliability_grades as compute
 
-    refresh = asset_refresh(context, "publication", also=())
+    refresh = asset_refresh(context, "publication", reads_fit=True)
     with duckdb.get_connection() as conn:
         present = tables_exist(conn, 'reliability_grades')
     if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
@@ -158,7 +158,7 @@ def reliability_grades(context: dg.AssetExecutionContext, duckdb: DuckDBResource
 def dimensionality_test(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
     from atlas_assets.outputs.dimensionality import dimensionality_test as compute
 
-    refresh = asset_refresh(context, "publication", also=())
+    refresh = asset_refresh(context, "publication", reads_fit=True)
     with duckdb.get_connection() as conn:
         present = tables_exist(conn, 'dimensionality_test', 'dimensionality_pairs')
     if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
@@ -207,7 +207,7 @@ def cell_predictions(context: dg.AssetExecutionContext, duckdb: DuckDBResource) 
     from atlas_assets.outputs.cell_predictions import cell_predictions as compute
     from atlas_assets.outputs.cell_predictions import family_score_scales
 
-    refresh = asset_refresh(context, "publication", also=('registry_benchmarks',))
+    refresh = asset_refresh(context, "publication", reads_fit=True, also=("registry_benchmarks",))
     with duckdb.get_connection() as conn:
         present = tables_exist(conn, 'cell_predictions')
     if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):

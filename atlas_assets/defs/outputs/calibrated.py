@@ -84,7 +84,7 @@ def calibrated_states(context: dg.AssetExecutionContext, duckdb: DuckDBResource)
     from atlas_assets.outputs import calibrate as cal_mod
     from atlas_assets.outputs.cell_predictions import family_score_scales
 
-    refresh = asset_refresh(context, "publication",
+    refresh = asset_refresh(context, "publication", reads_fit=True,
                             also=("family_observations", "registry_models", "audit_exclusions", "registry_benchmarks"))
     with duckdb.get_connection() as conn:
         present = tables_exist(conn, 'calibrated_states', 'calibrated_cell_predictions', 'calibrated_exclusions')

@@ -116,7 +116,7 @@ def predicted_states(context: dg.AssetExecutionContext, duckdb: DuckDBResource) 
     from atlas_assets.outputs.cell_predictions import family_score_scales
     from atlas_assets.outputs.predicted_states import RECONSTRUCTION_TOLERANCE, predict_states, reasoning_posterior
 
-    refresh = asset_refresh(context, "publication", also=tuple(REGISTRY_TABLES))
+    refresh = asset_refresh(context, "publication", reads_fit=True, also=tuple(REGISTRY_TABLES))
     with duckdb.get_connection() as conn:
         present = tables_exist(conn, 'predicted_states', 'predicted_state_cells', 'predicted_state_exclusions', 'unknown_setting_states', 'unknown_setting_cells')
     if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):

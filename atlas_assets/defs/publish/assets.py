@@ -16,7 +16,7 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from atlas_assets.defs.outputs.assets import publishable_fit_dir
-from atlas_assets.defs.refresh import asset_refresh
+from atlas_assets.defs.refresh import asset_refresh, tables_exist, table_version
 
 
 def _md_table(headers: list[str], rows: list[list]) -> dg.MetadataValue:
@@ -40,16 +40,21 @@ def _md_table(headers: list[str], rows: list[list]) -> dg.MetadataValue:
     "published twice.",
 )
 def publication(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
-    from atlas_assets.publish.artifacts import PublicationRefused, collect_publication
+    from atlas_assets.publish.artifacts import ARTIFACTS, PublicationRefused, collect_publication
     from atlas_assets.publish.config import load_publish_config
-    from atlas_assets.publish.store import current_name, list_versions, publications_root, publish
+    from atlas_assets.publish.store import current_name, list_versions, publications_root, publish, verify_publication
 
-    refresh = asset_refresh(context, "publication")
+    # what it would publish: the fit folder, and the content of every table it reads (also when written by hand)
+    with duckdb.get_connection() as conn:
+        tables = [a.name for a in ARTIFACTS if a.source != "fit_folder" and tables_exist(conn, a.name)]
+        contents = {f"table {name}": table_version(conn, name) for name in tables}
+    refresh = asset_refresh(context, "publication", reads_fit=True, also=contents, versions=contents)
     earlier = refresh.previous.metadata.get("publication") if refresh.previous is not None else None
     root = publications_root()
     current = current_name(root)
-    if reused := refresh.reuse(still_there=earlier is not None and current == earlier.value,
-                               what=f"publication {current} stays current, nothing republished"):
+    intact = earlier is not None and current == earlier.value and not verify_publication(root / current)
+    if reused := refresh.reuse(still_there=intact, what=f"publication {current} stays current, nothing republished",
+                               overrides={"new_version": False, "pointer_moved": False}):
         return reused
     fit_dir = publishable_fit_dir(context)
     cfg = load_publish_config()
@@ -71,7 +76,8 @@ def publication(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg
                          + (", pointer moved to it" if outcome.pointer_moved else ""))
     manifest = outcome.manifest
     artifacts = manifest["artifacts"]
-    return refresh.computed(data_version=manifest["content_sha256"], metadata={
+    # the version folder's name: a new version (even of identical content, after a damaged one) is new data
+    return refresh.computed(data_version=outcome.name, metadata={
         "publication": outcome.name,
         "folder": dg.MetadataValue.path(str(outcome.folder)),
         "new_version": outcome.created,
@@ -101,12 +107,15 @@ def publication(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg
 def report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     from atlas_assets.publish.config import load_publish_config
     from atlas_assets.publish.report import REPORT_FILE, build_report
-    from atlas_assets.publish.store import NoPublication, current_folder, install_report, publications_root, verify_publication
+    from atlas_assets.publish.store import (NoPublication, current_folder, current_name, install_report, publications_root,
+                                            verify_publication)
 
     refresh = asset_refresh(context, "publication")
-    earlier = refresh.previous.metadata.get("report") if refresh.previous is not None else None
-    if reused := refresh.reuse(still_there=earlier is not None and Path(earlier.value).exists(),
-                               what="its page is in place"):
+    page = refresh.previous.metadata.get("report") if refresh.previous is not None else None
+    shown = refresh.previous.metadata.get("publication") if refresh.previous is not None else None
+    if reused := refresh.reuse(
+            still_there=page is not None and Path(page.value).exists() and shown is not None
+            and shown.value == current_name(publications_root()), what="its page of the current publication is in place"):
         return reused
     try:
         version = current_folder(publications_root())

@@ -87,7 +87,7 @@ def validation_fold(context: dg.AssetExecutionContext, duckdb: DuckDBResource,
     from atlas_assets.validation.folds import run_fold
 
     fold = context.partition_key
-    refresh = asset_refresh(context, "publication", partition=fold)
+    refresh = asset_refresh(context, "publication", partition=fold, reads_fit=True)
     if refresh.unchanged():
         with duckdb.get_connection() as conn:
             done = tables_exist(conn, "validation_folds") and conn.execute(
@@ -141,7 +141,7 @@ def validation_summary(context: dg.AssetExecutionContext, duckdb: DuckDBResource
     cfg = load_validation_config()
     # one version for all folds: the summary reads every partition
     folds_version = partitioned_data_version(context.instance, dg.AssetKey("validation_fold"), fold_keys(cfg))
-    refresh = asset_refresh(context, "publication", versions={"validation_fold": folds_version})
+    refresh = asset_refresh(context, "publication", versions={"validation_fold": folds_version}, reads_fit=True)
     with duckdb.get_connection() as conn:
         present = tables_exist(conn, "validation_metrics", "validation_family_skill")
     if reused := refresh.reuse(still_there=present):
