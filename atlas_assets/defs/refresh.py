@@ -171,7 +171,7 @@ class StepRefresh:
 
 
 @functools.lru_cache(maxsize=8)
-def _specification(run_id: str, scope: str) -> str:
+def run_specification(run_id: str, scope: str) -> str:
     """The specification fingerprint of a scope, hashed once per run (files do not change under a run)."""
     from atlas_assets.spec import specification_fingerprint
 
@@ -197,7 +197,7 @@ def asset_refresh(context: dg.AssetExecutionContext, scope: str, *, also: Iterab
         also = (*also, "capability_fit")
         versions["capability_fit"] = fit_folder(context.instance)
     upstream = {key.to_user_string() for key in context.assets_def.asset_deps[context.asset_key]} | set(also)
-    specification = {f"{scope}_specification": _specification(context.run_id, scope), **(settings or {})}
+    specification = {f"{scope}_specification": run_specification(context.run_id, scope), **(settings or {})}
     if partition is not None:
         specification["partition"] = partition
     return StepRefresh(context, StepInputs.of(context, sorted(upstream), specification, versions), partition=partition)

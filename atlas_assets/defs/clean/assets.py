@@ -15,8 +15,7 @@ from dagster_duckdb import DuckDBResource
 
 from atlas_assets.clean import STAGE_BY_NAME, STAGE_NAMES, CleaningConfig, StageCounts, record_history, run_stage
 from atlas_assets.clean.verify import ledger_complete
-from atlas_assets.defs.refresh import StepInputs, StepRefresh, table_version
-from atlas_assets.spec import specification_fingerprint
+from atlas_assets.defs.refresh import StepInputs, StepRefresh, run_specification, table_version
 
 # Inputs owned by the ingest and registry stages (declared as deps, not imported).
 UPSTREAM = {
@@ -90,7 +89,7 @@ def build_stage_asset(stage_name: str) -> dg.AssetsDefinition:
     def _stage(context, duckdb: DuckDBResource):
         # unchanged upstream tables and fit specification (SQL, cleaning.yaml, the registries, the code): the
         # tables this stage wrote last time are what it would write again
-        inputs = StepInputs.of(context, UPSTREAM[stage.name], {"fit_specification": specification_fingerprint("fit")})
+        inputs = StepInputs.of(context, UPSTREAM[stage.name], {"fit_specification": run_specification(context.run_id, "fit")})
         refreshes = [StepRefresh(context, inputs, key) for key in outputs]
         with duckdb.get_connection() as conn:
             present = {row[0] for row in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
@@ -126,7 +125,8 @@ stage_assets = [build_stage_asset(name) for name in STAGE_NAMES]
     "with stage, reason code, source row keys and values. This asset summarizes it per stage and reason.",
 )
 def audit_exclusions(context, duckdb: DuckDBResource) -> dg.MaterializeResult:
-    refresh = StepRefresh(context, StepInputs.of(context, STAGE_NAMES, {"fit_specification": specification_fingerprint("fit")}))
+    inputs = StepInputs.of(context, STAGE_NAMES, {"fit_specification": run_specification(context.run_id, "fit")})
+    refresh = StepRefresh(context, inputs)
     reused = refresh.reuse()
     if reused:
         return reused
