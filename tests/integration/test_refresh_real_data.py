@@ -39,7 +39,7 @@ EXPENSIVE = ("oriented_scores", "screened_scores", "resolved_cells", "pooled_sta
              "capability_scores", "difficulty_bounds", "reliability_grades", "dimensionality_test", "cell_predictions",
              "publication", "report")
 TINY_FIT = {
-    "sampler": {"chains": 2, "warmup": 60, "draws": 40, "max_treedepth": 6, "adapt_delta": 0.8,
+    "sampler": {"chains": 2, "warmup": 40, "draws": 20, "max_treedepth": 5, "adapt_delta": 0.8,
                 "precondition": {"mode": "none"}},
     "diagnostics": {"rhat_max": 10.0, "ess_bulk_min": 1, "ess_tail_min": 1, "divergences_max": 100000,
                     "ebfmi_min": 0.0},
@@ -82,6 +82,8 @@ def refresh(instance, mirror, monkeypatch) -> dg.ExecuteInProcessResult:
     result = dg.materialize(stage_assets, instance=instance, resources=build_resources(), selection=CHAIN,
                             raise_on_error=False)
     assert result.success, [str(e.event_specific_data) for e in result.get_step_failure_events()]
+    stats = instance.get_run_stats(result.run_id)
+    print(f"refresh run {result.run_id[:8]} on {mirror.name}: {stats.end_time - stats.start_time:.1f} s")
     return result
 
 
