@@ -120,8 +120,8 @@ class StepInputs:
 class StepRefresh:
     """The refresh decision of one asset of a step, from its last materialization (of this partition)."""
 
-    def __init__(self, context: dg.AssetExecutionContext, inputs: StepInputs, asset_key: str | dg.AssetKey | None = None,
-                 partition: str | None = None):
+    def __init__(self, context: dg.AssetExecutionContext, inputs: StepInputs,
+                 asset_key: str | dg.AssetKey | None = None, partition: str | None = None):
         self.context = context
         self.inputs = inputs
         self.key = dg.AssetKey.from_coercible(asset_key) if asset_key is not None else context.asset_key
@@ -152,7 +152,8 @@ class StepRefresh:
         self.context.log.info(f"{self.key.to_user_string()}: {reason}")
         return dg.MaterializeResult(
             asset_key=self.key, data_version=dg.DataVersion(self.previous.tags[DATA_VERSION_TAG]),
-            metadata={**earlier, RECOMPUTED: False, REASON: reason, COMPUTED_IN: run, INPUTS: self.inputs.as_metadata()})
+            metadata={**earlier, RECOMPUTED: False, REASON: reason, COMPUTED_IN: run,
+                      INPUTS: self.inputs.as_metadata()})
 
     def computed(self, metadata: Mapping[str, object], data_version: str | None = None) -> dg.MaterializeResult:
         """A fresh result, stamped with its inputs; `data_version` defaults to the input fingerprint (the

@@ -89,7 +89,8 @@ def build_stage_asset(stage_name: str) -> dg.AssetsDefinition:
     def _stage(context, duckdb: DuckDBResource):
         # unchanged upstream tables and fit specification (SQL, cleaning.yaml, the registries, the code): the
         # tables this stage wrote last time are what it would write again
-        inputs = StepInputs.of(context, UPSTREAM[stage.name], {"fit_specification": run_specification(context.run_id, "fit")})
+        specification = {"fit_specification": run_specification(context.run_id, "fit")}
+        inputs = StepInputs.of(context, UPSTREAM[stage.name], specification)
         refreshes = [StepRefresh(context, inputs, key) for key in outputs]
         with duckdb.get_connection() as conn:
             present = {row[0] for row in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}

@@ -107,15 +107,15 @@ def publication(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg
 def report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     from atlas_assets.publish.config import load_publish_config
     from atlas_assets.publish.report import REPORT_FILE, build_report
-    from atlas_assets.publish.store import (NoPublication, current_folder, current_name, install_report, publications_root,
-                                            verify_publication)
+    from atlas_assets.publish.store import (NoPublication, current_folder, current_name, install_report,
+                                            publications_root, verify_publication)
 
     refresh = asset_refresh(context, "publication")
     page = refresh.previous.metadata.get("report") if refresh.previous is not None else None
     shown = refresh.previous.metadata.get("publication") if refresh.previous is not None else None
-    if reused := refresh.reuse(
-            still_there=page is not None and Path(page.value).exists() and shown is not None
-            and shown.value == current_name(publications_root()), what="its page of the current publication is in place"):
+    in_place = (page is not None and Path(page.value).exists() and shown is not None
+                and shown.value == current_name(publications_root()))
+    if reused := refresh.reuse(still_there=in_place, what="its page of the current publication is in place"):
         return reused
     try:
         version = current_folder(publications_root())
