@@ -129,6 +129,10 @@ class StepRefresh:
         self.previous = record.asset_materialization if record is not None else None
         self.previous_run = record.run_id if record is not None else None
 
+    @property
+    def logical_version(self) -> str:
+        return hashlib.sha256(f"{self.key.to_user_string()}|{self.inputs.fingerprint}".encode()).hexdigest()
+
     def _recorded(self) -> Mapping | None:
         value = self.previous.metadata.get(INPUTS) if self.previous is not None else None
         return value.value if value is not None else None
@@ -156,8 +160,8 @@ class StepRefresh:
                       INPUTS: self.inputs.as_metadata()})
 
     def computed(self, metadata: Mapping[str, object], data_version: str | None = None) -> dg.MaterializeResult:
-        """A fresh result, stamped with its inputs; `data_version` defaults to the input fingerprint (the
-        result is a function of its inputs: the same inputs stand for the same data)."""
+        """A fresh result, stamped with its inputs; `data_version` defaults to a hash of the asset's key and its
+        input fingerprint (the result is a function of its inputs: the same inputs stand for the same data)."""
         if self.previous is None:
             reason = "recomputed: first materialization"
         else:
@@ -166,7 +170,7 @@ class StepRefresh:
                 reason = "recomputed: inputs unchanged, but the earlier result is gone or a recomputation was forced"
         self.context.log.info(f"{self.key.to_user_string()}: {reason}")
         return dg.MaterializeResult(
-            asset_key=self.key, data_version=dg.DataVersion(data_version or self.inputs.fingerprint),
+            asset_key=self.key, data_version=dg.DataVersion(data_version or self.logical_version),
             metadata={**metadata, RECOMPUTED: True, REASON: reason, COMPUTED_IN: self.context.run_id,
                       INPUTS: self.inputs.as_metadata()})
 

@@ -39,7 +39,7 @@ EXPENSIVE = ("oriented_scores", "screened_scores", "resolved_cells", "pooled_sta
              "capability_scores", "difficulty_bounds", "reliability_grades", "dimensionality_test", "cell_predictions",
              "publication", "report")
 TINY_FIT = {
-    "sampler": {"chains": 2, "warmup": 40, "draws": 20, "max_treedepth": 5, "adapt_delta": 0.8,
+    "sampler": {"chains": 2, "warmup": 60, "draws": 40, "max_treedepth": 6, "adapt_delta": 0.8,
                 "precondition": {"mode": "none"}},
     "diagnostics": {"rhat_max": 10.0, "ess_bulk_min": 1, "ess_tail_min": 1, "divergences_max": 100000,
                     "ebfmi_min": 0.0},
@@ -154,6 +154,14 @@ def test_refresh_recomputes_exactly_what_changed(refresh_env, monkeypatch):
     assert len(fits) == 2, fits
     assert len(store.list_versions(home / "publications")) == 2
     assert (home / "publications" / "CURRENT").read_text().strip() == meta(second["publication"], "publication")
-    # the downloads themselves were still made and recorded: a skip is never a missed scrape
+    # the downloads themselves were still made and recorded (a skip is never a missed scrape), but bytes already
+    # staged are not parsed again: the SWE-bench file in runs 2 and 3, the Epoch export in run 3
     assert meta(third["epoch_hub_scores"], "changed_since_last_run") is False
     assert meta(third["epoch_hub_scores"], "sha256") == meta(second["epoch_hub_scores"], "sha256")
+    assert meta(second["epoch_hub_scores"], RECOMPUTED) is True
+    for run, source in ((second, "swe_bench_scores"), (third, "swe_bench_scores"), (third, "epoch_hub_scores")):
+        assert meta(run[source], RECOMPUTED) is False, (source, meta(run[source], REASON))
+        assert meta(run[source], REASON).startswith(f"skipped: download {meta(run[source], 'sha256')[:12]}")
+    with duckdb.connect(str(home / "atlas.duckdb"), read_only=True) as conn:
+        attempts = conn.execute("SELECT run_id, status FROM source_snapshots WHERE source = 'epoch_hub'").fetchall()
+    assert (third_result.run_id, "parsed") in attempts and len(attempts) == 3
