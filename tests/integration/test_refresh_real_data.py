@@ -7,10 +7,11 @@
    started, no cleaning SQL runs (no cleaning history row), no publication is written.
 
 Affordable by construction: two sources (the one that changes, and one that does not), the asset chain ingest ->
-clean -> fit -> outputs -> publication -> report without the validation folds (each is a refit of its own; the
-folds reuse by the same mechanism and are covered by tests/test_refresh.py's logic), a short CmdStan fit with its
-gates opened (what is tested is the refresh, not convergence), and no asset checks (they re-evaluate on every run
-and are tested with their stages).
+clean -> fit -> four outputs -> publication -> report, without calibrated/predicted states, the validation folds
+and their summary (each fold is a refit of its own; they use the same StepRefresh, which this test does not
+exercise), a short CmdStan fit (2 chains x 60 warmup + 40 draws, tree depth 6) with its gates opened (what is
+tested is the refresh, not convergence), and no asset checks (they re-evaluate on every run and are tested with
+their stages). The instance is a real SQLite one under a temporary DAGSTER_HOME.
 """
 
 import dagster as dg
