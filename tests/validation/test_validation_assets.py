@@ -123,7 +123,10 @@ def test_every_fold_runs_as_a_partition_and_the_summary_scores_model_and_baselin
     assert set(family["method"]) == {"atlas", "mean_standardized"}
     assert metrics.loc[metrics["study"] == "sensitivity", "max_rank_shift"].notna().all()
 
-    # a second run of a fold reuses its refit; a fold missing for the current fit blocks the summary
+    # a second run of an unchanged fold does nothing (atlas_assets/defs/refresh.py); once its rows are gone it
+    # recomputes and reuses its refit; a fold missing for the current fit blocks the summary
+    with duckdb.connect(str(home / "atlas.duckdb")) as conn:
+        conn.execute("DELETE FROM validation_folds WHERE fold = 'masked_0'")
     again = run(env, "python", "-m", "atlas_assets.validation.run_studies", "--folds", "masked_0", "--no-publish")
     assert again.returncode == 0, again.stderr[-3000:]
     with duckdb.connect(str(home / "atlas.duckdb")) as conn:

@@ -23,6 +23,7 @@ from dagster_duckdb import DuckDBResource
 
 from atlas_assets import settings
 from atlas_assets.defs.outputs.assets import publishable_fit_dir
+from atlas_assets.defs.refresh import asset_refresh, partitioned_data_version, tables_exist
 from atlas_assets.storage import replace_partition, replace_tables
 from atlas_assets.validation.config import load_validation_config
 from atlas_assets.validation.splits import ACTIVE_STUDIES, fold_keys, study_of
@@ -87,6 +88,13 @@ def validation_fold(context: dg.AssetExecutionContext, duckdb: DuckDBResource,
     from atlas_assets.validation.folds import run_fold
 
     fold = context.partition_key
+    refresh = asset_refresh(context, "publication", partition=fold, reads_fit=True)
+    if refresh.unchanged():
+        with duckdb.get_connection() as conn:
+            done = tables_exist(conn, "validation_folds") and conn.execute(
+                "SELECT count(*) FROM validation_folds WHERE fold = ?", [fold]).fetchone()[0] > 0
+        if reused := refresh.reuse(still_there=done, what=f"fold {fold}'s rows are in place"):
+            return reused
     fit_dir = production_fit(context)
     cfg = load_validation_config()
     if study_of(fold) in ACTIVE_STUDIES:
@@ -111,7 +119,7 @@ def validation_fold(context: dg.AssetExecutionContext, duckdb: DuckDBResource,
         frame = getattr(result, name)
         if len(frame):
             metadata[name] = _md(frame)
-    return dg.MaterializeResult(metadata=metadata)
+    return refresh.computed(metadata)
 
 
 def _active_families(duckdb: DuckDBResource, fit: str) -> list[str]:
@@ -147,8 +155,15 @@ def _read(conn, table: str, fit: str) -> pd.DataFrame:
 def validation_summary(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
     from atlas_assets.validation.summary import CELL_STUDIES, held_out_skill, validation_metrics
 
-    fit_dir = production_fit(context)
     cfg = load_validation_config()
+    # one version for all folds: the summary reads every partition
+    folds_version = partitioned_data_version(context.instance, dg.AssetKey("validation_fold"), fold_keys(cfg))
+    refresh = asset_refresh(context, "publication", versions={"validation_fold": folds_version}, reads_fit=True)
+    with duckdb.get_connection() as conn:
+        present = tables_exist(conn, "validation_metrics", "validation_family_skill")
+    if reused := refresh.reuse(still_there=present):
+        return reused
+    fit_dir = production_fit(context)
     with duckdb.get_connection() as conn:
         tables = {name: _read(conn, name, fit_dir.name) for name in FOLD_TABLES}
         reliability = _read(conn, "reliability_grades", fit_dir.name)
@@ -171,7 +186,7 @@ def validation_summary(context: dg.AssetExecutionContext, duckdb: DuckDBResource
         replace_tables(conn, {"validation_metrics": metrics, "validation_family_skill": skill})
     folds = tables["validation_folds"]
     cells = metrics[metrics["study"].isin(CELL_STUDIES)]
-    return dg.MaterializeResult(metadata={
+    return refresh.computed({
         "production_fit": dg.MetadataValue.path(str(fit_dir)),
         "folds": len(folds),
         "refit_sample_seconds": float(folds["sample_seconds"].sum()),
