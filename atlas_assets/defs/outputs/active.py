@@ -10,6 +10,7 @@ folds `active_panel` and `forward_active` read the active families from this tab
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
+from atlas_assets.defs.refresh import asset_refresh, tables_exist
 from atlas_assets.defs.outputs.assets import _md, _stamp, publishable_inputs
 from atlas_assets.storage import replace_rows
 
@@ -25,6 +26,11 @@ from atlas_assets.storage import replace_rows
 def active_panel(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
     from atlas_assets.outputs.active_panel import active_panel as compute
 
+    refresh = asset_refresh(context, "publication", reads_fit=True, also=('modeled_observations', 'raw_scores',))
+    with duckdb.get_connection() as conn:
+        present = tables_exist(conn, 'active_panel', 'modeled_observations', 'raw_scores')
+    if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
+        return reused
     fit_dir, loaded, _draws, cfg, _eligible = publishable_inputs(context)
     window = int(cfg["active_panel"]["window_days"])
     with duckdb.get_connection() as conn:
@@ -36,7 +42,7 @@ def active_panel(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> d
             raise dg.Failure(description=f"families of fit {fit_dir.name} without a row in modeled_observations: "
                              f"{missing} (the DuckDB tables are of another run)")
         replace_rows(conn, "active_panel", table, create=True)
-    return dg.MaterializeResult(metadata={
+    return refresh.computed({
         "fit_dir": dg.MetadataValue.path(str(fit_dir)),
         "as_of": str(table["as_of"].iloc[0]) if len(table) else "none",
         "window_days": window,

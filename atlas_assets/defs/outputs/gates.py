@@ -10,6 +10,7 @@ publication applies it to the published state_scores and model_scores (atlas_ass
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
+from atlas_assets.defs.refresh import asset_refresh, tables_exist
 from atlas_assets.defs.outputs.assets import _md, _stamp, publishable_fit_dir
 from atlas_assets.defs.outputs.checks import _one_fit, _table
 from atlas_assets.defs.outputs.skill_scores import family_membership
@@ -41,6 +42,11 @@ def headline_gates(context: dg.AssetExecutionContext, duckdb: DuckDBResource) ->
     from atlas_assets.publish.gates import headline_gates as compute
     from atlas_assets.publish.gates import reason_counts
 
+    refresh = asset_refresh(context, "publication", reads_fit=True)
+    with duckdb.get_connection() as conn:
+        present = tables_exist(conn, 'headline_gates', 'registry_benchmarks')
+    if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
+        return reused
     fit_dir = publishable_fit_dir(context)
     cfg = load_publish_config()["headline_gate"]
     tables = _fit_tables(fit_dir)
@@ -52,7 +58,7 @@ def headline_gates(context: dg.AssetExecutionContext, duckdb: DuckDBResource) ->
     with duckdb.get_connection() as conn:
         replace_rows(conn, "headline_gates", gates, create=True)
     heads = gates[gates["headline_state"]]
-    return dg.MaterializeResult(metadata={
+    return refresh.computed({
         "fit_dir": dg.MetadataValue.path(str(fit_dir)),
         "states": len(gates),
         "states_passing": int(gates["gate_pass"].sum()),

@@ -14,6 +14,7 @@ import dagster as dg
 import pandas as pd
 from dagster_duckdb import DuckDBResource
 
+from atlas_assets.defs.refresh import asset_refresh, tables_exist
 from atlas_assets.defs.outputs.assets import _md, _stamp, publishable_fit_dir
 from atlas_assets.storage import replace_rows, replace_tables
 
@@ -55,6 +56,11 @@ def family_quality(context: dg.AssetExecutionContext, duckdb: DuckDBResource) ->
     from atlas_assets.outputs.config import load_outputs_config
     from atlas_assets.outputs.family_quality import agreement, family_quality as compute, result_dates
 
+    refresh = asset_refresh(context, "publication", reads_fit=True, also=('modeled_observations', 'raw_scores', 'registry_benchmarks',))
+    with duckdb.get_connection() as conn:
+        present = tables_exist(conn, 'family_quality', 'family_quality_agreement', 'modeled_observations', 'raw_scores', 'registry_benchmarks')
+    if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
+        return reused
     fit_dir = publishable_fit_dir(context)
     cfg = load_outputs_config()["family_quality"]
     with duckdb.get_connection() as conn:
@@ -69,7 +75,7 @@ def family_quality(context: dg.AssetExecutionContext, duckdb: DuckDBResource) ->
     with duckdb.get_connection() as conn:
         replace_tables(conn, {"family_quality": table, "family_quality_agreement": agree})
     rho = agree[(agree["statistic"] == "spearman_vs_reliability") & (agree["measure"] == "quality")].iloc[0]
-    return dg.MaterializeResult(metadata={
+    return refresh.computed({
         "fit_dir": dg.MetadataValue.path(str(fit_dir)),
         "families": len(table),
         "with_quality": int(table["quality"].notna().sum()),
@@ -99,6 +105,11 @@ def comparability_verdicts(context: dg.AssetExecutionContext, duckdb: DuckDBReso
     from atlas_assets.outputs.comparability import leaderboard_pairs, observations_from_rows, verdict_counts
     from atlas_assets.outputs.config import load_outputs_config
 
+    refresh = asset_refresh(context, "publication", reads_fit=True, also=('modeled_observations', 'raw_scores', 'registry_benchmarks',))
+    with duckdb.get_connection() as conn:
+        present = tables_exist(conn, 'comparability_verdicts', 'modeled_observations', 'raw_scores', 'registry_benchmarks')
+    if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
+        return reused
     fit_dir = publishable_fit_dir(context)
     cfg = load_outputs_config()["comparability"]
     with duckdb.get_connection() as conn:
@@ -114,7 +125,7 @@ def comparability_verdicts(context: dg.AssetExecutionContext, duckdb: DuckDBReso
     with duckdb.get_connection() as conn:
         replace_rows(conn, "comparability_verdicts", table, create=True)
     counts = verdict_counts(table)
-    return dg.MaterializeResult(metadata={
+    return refresh.computed({
         "fit_dir": dg.MetadataValue.path(str(fit_dir)),
         "pairs": len(table),
         "overall_pairs": int((table["scope"] == "overall").sum()),

@@ -16,21 +16,29 @@ import pandas as pd
 from dagster_duckdb import DuckDBResource
 
 from atlas_assets import settings
+from atlas_assets.defs.refresh import asset_refresh, tables_exist
 from atlas_assets.defs.outputs.assets import _md, _stamp, publishable_inputs
 from atlas_assets.storage import replace_tables
 
 TABLES = ("reference_state_scores", "reference_model_scores", "reference_scale_drift")
 
 
-def _previous_fit_dir(current: Path) -> Path | None:
-    """The fit of the current publication when it is another fit whose folder still exists."""
+def _published_fit() -> str | None:
+    """The fit of the current publication, or None."""
     import json
 
     publications = settings.atlas_home() / "publications"
     try:
         name = (publications / "CURRENT").read_text().strip()
-        fit = json.loads((publications / name / "manifest.json").read_text())["stamps"]["fit"]
+        return json.loads((publications / name / "manifest.json").read_text())["stamps"]["fit"]
     except (OSError, KeyError, ValueError):
+        return None
+
+
+def _previous_fit_dir(current: Path) -> Path | None:
+    """The fit of the current publication when it is another fit whose folder still exists."""
+    fit = _published_fit()
+    if fit is None:
         return None
     folder = current.parent / fit
     return folder if fit != current.name and (folder / "posterior.nc").exists() else None
@@ -62,11 +70,19 @@ def drift_table(previous_dir: Path, loaded, reference, min_shared: int, on_refer
 def reference_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
     from atlas_assets.outputs import reference_scale as rs
 
+    # also a function of which fit is published now (the drift compares with it) and of the reference file,
+    # which the publication fingerprint covers
+    refresh = asset_refresh(context, "publication", reads_fit=True,
+                            settings={"published_fit": _published_fit() or "none"})
+    with duckdb.get_connection() as conn:
+        present = tables_exist(conn, *TABLES)
+    if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
+        return reused
     fit_dir, loaded, _draws, cfg, _eligible = publishable_inputs(context)
     settings_ = cfg.get("reference_scale") or {}
     version = settings_.get("version")
     if not version:
-        return dg.MaterializeResult(metadata={"reference_version": "none (outputs.yaml reference_scale.version: null)"})
+        return refresh.computed({"reference_version": "none (outputs.yaml reference_scale.version: null)"})
     min_shared = int(settings_["min_shared_families"])
     try:
         reference = rs.load_reference(version)
@@ -97,7 +113,7 @@ def reference_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource) 
     for scale, rows in drift.groupby("scale"):
         summary = rs.drift_summary(rows)
         metadata[f"drift_{scale.split()[0]}"] = dg.MetadataValue.json(summary)
-    return dg.MaterializeResult(metadata=metadata)
+    return refresh.computed(metadata)
 
 
 @dg.asset_check(asset=reference_scores, blocking=True,

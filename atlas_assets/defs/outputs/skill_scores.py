@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from dagster_duckdb import DuckDBResource
 
+from atlas_assets.defs.refresh import asset_refresh, tables_exist
 from atlas_assets.defs.outputs.assets import _md, _stamp, publishable_inputs
 from atlas_assets.defs.outputs.checks import _combine, _one_fit, _ordered, _table
 from atlas_assets.quality.expectations import Expectation, validate_frame
@@ -56,6 +57,11 @@ def skill_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> d
     from atlas_assets.outputs.skill_scores import PUBLISHED
     from atlas_assets.outputs.skill_scores import skill_scores as compute
 
+    refresh = asset_refresh(context, "publication", reads_fit=True)
+    with duckdb.get_connection() as conn:
+        present = tables_exist(conn, 'skill_scores', 'skill_deviations', 'registry_benchmarks')
+    if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
+        return reused
     fit_dir, loaded, draws, cfg, _ = publishable_inputs(context)
     scfg = cfg["skill_scores"]
     si = loaded.stan_input
@@ -69,7 +75,7 @@ def skill_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> d
     with duckdb.get_connection() as conn:
         replace_tables(conn, {"skill_scores": _stamp(table, fit_dir), "skill_deviations": _stamp(taus, fit_dir)})
     published = table[table["status"] == PUBLISHED]
-    return dg.MaterializeResult(metadata={
+    return refresh.computed({
         "fit_dir": dg.MetadataValue.path(str(fit_dir)),
         "rows": len(table),
         "published": len(published),
