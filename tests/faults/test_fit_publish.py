@@ -117,6 +117,7 @@ dg.materialize(assets, resources=resources, run_config={"ops": {"capability_fit"
 """
 
 
+@pytest.mark.slow
 def test_a_run_killed_during_a_refit_keeps_the_good_fit_and_the_rerun_is_byte_identical(project):
     """The nightly refit of unchanged data with the same seed, killed (SIGKILL to the run and its fit process)
     while sampling; then run again. The good fit folder it was replacing, the published scores and the
@@ -152,6 +153,7 @@ def test_a_run_killed_during_a_refit_keeps_the_good_fit_and_the_rerun_is_byte_id
     assert files_with_bytes(project.home / "publications") == before["publications"]
 
 
+@pytest.mark.slow
 def test_a_fit_that_fails_its_gates_publishes_nothing(project, monkeypatch):
     before = project.state()
     monkeypatch.setenv("ATLAS_MODEL_CONFIG", str(project.root / "strict.yaml"))

@@ -86,6 +86,7 @@ print("SUCCESS" if outcome.success else "FAILED")
 """
 
 
+@pytest.mark.slow  # two fresh Python processes importing Dagster and the project
 def test_two_refreshes_started_at_once_both_land_once(home, epoch, server):
     before = Ledger.take(home)
     newer = zip_of({**GOOD_EPOCH, "toy_mc.csv": GOOD_EPOCH["toy_mc.csv"] + "model-7,0.5,0.7,2025-01-01,Org,0.01,2026-01-01\n"})
