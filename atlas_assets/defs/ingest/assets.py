@@ -283,6 +283,11 @@ def build_source_asset(spec: SourceSpec) -> dg.AssetsDefinition:
             context.log.info(f"{spec.name}: {fetched.bytes} bytes from {fetched.origin}, sha256 {fetched.sha256}, changed={fetched.changed}")
         except FetchError as error:
             problem, status, attempt = str(error), "fetch_failed", error.attempt
+        except OSError as error:
+            # The download could not be stored (disk full, read-only folder): not bad input, so the run fails,
+            # naming what it was storing where; nothing was recorded or staged, earlier snapshots are untouched.
+            raise dg.Failure(description=f"{spec.name}: could not store the download of {spec.url} in the snapshot "
+                             f"store {fetcher.snapshot_dir}: {error}") from error
         refresh = None
         if fetched is not None:
             # the publication scope covers every parser and the whole registry (the cost columns' fields too)
