@@ -468,6 +468,54 @@ def _quality(b: _Builder) -> None:
     b.section("quality", "Benchmark quality", lede, "".join(parts))
 
 
+def _scale_and_panel(b: _Builder) -> None:
+    """The frozen reference scale (scores on it, how far unchanged states moved) and the active panel (which
+    families count as current, the active-panel variant of the scores)."""
+    v = b.version
+    reference, drift = v.optional_table("reference_state_scores"), v.optional_table("reference_scale_drift")
+    panel, variant = v.optional_table("active_panel"), v.optional_table("active_panel_scores")
+    lede = ("Scores on a frozen reference scale, so a model's number moves mainly when its own results change; and "
+            "the benchmarks new models are still tested on.")
+    if reference.empty and panel.empty:
+        b.section("scale", "Frozen scale and active panel", lede,
+                  note("This publication has neither reference-scale scores nor an active panel (it predates them)."))
+        return
+    parts = []
+    if len(reference):
+        version = reference["reference_version"].iloc[0]
+        eligible = reference[reference["eligible"].astype(bool)].sort_values("display_mean", ascending=False)
+        parts.append(f"<p>Reference scale <b>{esc(version)}</b>: every fit is linked onto the family positions "
+                     "frozen in that version (mean-sigma linking per posterior draw); the headline tables use the "
+                     "fit's own anchors, these sit beside them.</p>")
+        parts.append(table(["model", "state", "reference score", "90% interval"],
+                           [[r.model, r.reasoning_state, num(r.display_mean), f"{num(r.display_lower)} – {num(r.display_upper)}"]
+                            for r in eligible.head(10).itertuples()], table_id="reference-top"))
+    if len(drift):
+        rows = []
+        for scale, moved in drift.groupby("scale", sort=True):
+            within = moved["within_interval"].astype(bool)
+            rows.append([scale, len(moved), num(moved["move"].abs().median(), 2), num(moved["move"].abs().max(), 2),
+                         f"{100 * within.mean():.0f}%"])
+        parts.append(f"<p>States whose results did not change since the previously published fit "
+                     f"<code>{esc(drift['previous_fit'].iloc[0])}</code>:</p>")
+        parts.append(table(["scale", "states", "median |move|", "max |move|", "within their 90% interval"], rows,
+                           table_id="reference-drift"))
+    if len(panel):
+        active = panel[panel["active"].astype(bool)]
+        inactive = panel[~panel["active"].astype(bool)].sort_values("last_result_on")
+        parts.append(f"<p>Active panel as of {esc(str(panel['as_of'].iloc[0])[:10])} (a result within "
+                     f"{int(panel['window_days'].iloc[0])} days): {len(active)} of {len(panel)} families. Out of it: "
+                     + esc(", ".join(f"{r.family} ({str(r.last_result_on)[:10]})" for r in inactive.itertuples()))
+                     + ".</p>")
+    if len(variant):
+        both = variant[variant["in_active_fit"].astype(bool)]
+        change = both["change"].abs()
+        parts.append(f"<p>The active-panel variant (the model refitted on the active families only): "
+                     f"{len(both)} states scored, median |change| {num(change.median(), 2)}, largest "
+                     f"{num(change.max(), 2)} points; headlines use the all-history fit.</p>")
+    b.section("scale", "Frozen scale and active panel", lede, "".join(parts))
+
+
 def _comparability(b: _Builder) -> None:
     """Seed 002's verdicts for the leaderboard neighbours, counted per rule."""
     pairs = b.version.optional_table("comparability_verdicts")
@@ -638,12 +686,12 @@ def build_report(version_folder: Path, out_dir: Path, cfg: dict[str, Any]) -> Re
     version = PublishedVersion(version_folder)
     b = _Builder(version, out_dir, cfg)
     for part in (_leaderboard, _headline_gates, _skill_scores, _beyond_the_fit, _reasoning, _difficulty, _reliability,
-                 _quality, _comparability, _calibration, _forward, _dimensionality, _method):
+                 _quality, _comparability, _scale_and_panel, _calibration, _forward, _dimensionality, _method):
         part(b)
     stamps = version.manifest["stamps"]
     titles = {"leaderboard": "Leaderboard", "gates": "Gate", "skills": "Skills", "beyond": "Beyond the fit",
               "reasoning": "Reasoning", "difficulty": "Difficulty", "reliability": "Reliability", "quality": "Quality",
-              "comparability": "Comparability", "calibration": "Calibration", "forward": "Forward in time",
+              "comparability": "Comparability", "scale": "Scale", "calibration": "Calibration", "forward": "Forward in time",
               "dimensionality": "One number?", "method": "Method"}
     nav = "".join(f'<a href="#{s}">{titles[s]}</a>' for s in b.result.sections)
     page = (
