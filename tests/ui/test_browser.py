@@ -284,19 +284,19 @@ def test_a_fit_runs_log_shows_the_samplers_progress_per_chain(page, server):
     shot(page, "fit_run_progress")
     assert server.wait_for_run(run_id) == "SUCCESS", server.log_tail()
 
-    # the instance's log has each chain's progress as it went, not a line per chain once it had ended:
-    # iterations in order from early in warmup to the last, all of it logged before sampling was done
+    # the instance's log has each chain's progress as it went, in iteration order, before sampling was done
     messages = run_messages(server, run_id)
     texts = [message for message, _ in messages]
     done = max(at for message, at in messages if message.startswith("sampling done"))
     progress = [(PROGRESS_LINE.match(message), at) for message, at in messages if PROGRESS_LINE.match(message)]
-    assert progress, texts
-    chains = {int(match.group(1)) for match, _ in progress}
-    assert chains == {1, 2}, texts
-    main_total = 15 + 15  # main_warmup + draws of the small fit (tests/ui/server.py)
-    for chain in chains:
-        main = [(int(m.group(2)), m.group(4)) for m, _ in progress if int(m.group(1)) == chain and int(m.group(3)) == main_total]
-        assert len(main) >= 3 and main[-1] == (main_total, "sampling"), (chain, main)
-        assert [i for i, _ in main] == sorted(i for i, _ in main), (chain, main)
-        assert any(1 <= i < 15 and phase == "warmup" for i, phase in main), (chain, main)
+    assert {int(match.group(1)) for match, _ in progress} == {1, 2}, texts
     assert all(at <= done for _, at in progress)
+    cmdstan = any(text.startswith("engine: cmdstanpy") for text in texts)
+    # pilot fit: 20 + 20 iterations; main fit: 15 + 15 (tests/ui/server.py)
+    for chain, total in ((1, 40), (1, 30), (2, 40), (2, 30)):
+        lines = [(int(m.group(2)), m.group(4)) for m, _ in progress if int(m.group(1)) == chain and int(m.group(3)) == total]
+        assert [i for i, _ in lines] == sorted(i for i, _ in lines), (chain, lines)
+        if cmdstan:
+            # CmdStan prints every `refresh` iterations (1 or 2 here) as it goes, not one line per chain once it has
+            # ended; PyStan's progress is polled every 0.25 s, so a fit this short may show few of its lines
+            assert lines[0] == (1, "warmup") and lines[-1] == (total, "sampling") and len(lines) >= 3, (chain, lines)
