@@ -43,10 +43,12 @@ system-packages:
 	fi; \
 	[ "$${REQUIRE_SYSTEM_PACKAGES:-0}" != 1 ]
 
-# uv resolves exactly what uv.lock pins; it is installed into the user's Python when missing.
+# uv resolves exactly what uv.lock pins; it is installed into the user's Python when missing. Bytecode is compiled
+# at install: with PYTHONDONTWRITEBYTECODE set (as on this machine) every process would otherwise recompile
+# dagster, pandas and great_expectations from source on import.
 $(VENV)/.synced: pyproject.toml uv.lock
 	@$(PYTHON) -m uv --version >/dev/null 2>&1 || $(PYTHON) -m pip install --quiet --disable-pip-version-check uv
-	$(PYTHON) -m uv sync --frozen --python $(PYTHON)
+	$(PYTHON) -m uv sync --frozen --compile-bytecode --python $(PYTHON)
 	@touch $@
 
 $(CMDSTAN_STAMP): atlas_assets/model/cmdstan_setup.py $(CMDSTAN_SOURCES) | $(VENV)/.synced

@@ -311,14 +311,102 @@ class CalibrateConfig(Strict):
     bandwidth_years: Number | None = Field(gt=0)  # None: one line over all dated models
 
 
+class ActivePanelConfig(Strict):
+    window_days: int = Field(ge=1)
+
+
+class ContaminationWeights(Strict):
+    live: Number = Field(gt=0, le=1)
+    private: Number = Field(gt=0, le=1)
+    static: Number = Field(gt=0, le=1)
+
+
+class QualityBands(Strict):
+    high: Number = Field(gt=0, le=1)
+    medium: Number = Field(gt=0, le=1)
+
+    @model_validator(mode="after")
+    def _descending(self) -> "QualityBands":
+        if not self.high > self.medium:
+            raise ValueError("quality band high must lie above medium")
+        return self
+
+
+class FamilyQualityConfig(Strict):
+    live_window_days: int = Field(ge=1)
+    min_live_models: int = Field(ge=2)
+    top_headroom: int = Field(ge=1)
+    top_discrimination: int = Field(ge=2)
+    headroom_full_points: Number = Field(gt=0)
+    headroom_floor: Number = Field(gt=0, le=1)
+    discrimination_full_points: Number = Field(gt=0)
+    discrimination_floor: Number = Field(gt=0, le=1)
+    contamination_weights: ContaminationWeights
+    size_weights: list[list[Number]] = Field(min_length=1)
+    quality_bands: QualityBands
+
+    @field_validator("size_weights")
+    @classmethod
+    def _rising(cls, value: list[list[float]]) -> list[list[float]]:
+        if any(len(pair) != 2 for pair in value):
+            raise ValueError("size_weights: pairs [item limit, weight]")
+        limits = [limit for limit, _ in value]
+        if limits != sorted(set(limits)) or any(not 0 < w <= 1 for _, w in value):
+            raise ValueError("size_weights: item limits strictly rising, weights in (0, 1]")
+        return value
+
+
+class ComparabilityConfig(Strict):
+    elo_max_days_apart: int = Field(ge=0)
+    self_reported: list[str] = Field(min_length=1)
+    external: list[str] = Field(min_length=1)
+    harness_columns: dict[str, Literal["agent", "version", "setting"]]
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> "ComparabilityConfig":
+        if set(self.self_reported) & set(self.external):
+            raise ValueError("a verification class cannot be both self_reported and external")
+        return self
+
+
+class ReferenceScaleConfig(Strict):
+    version: str | None
+    min_shared_families: int = Field(ge=3)
+
+
+class SkillDeviationConfig(Strict):
+    grid: list[Number] = Field(min_length=1)
+    draws: int = Field(ge=20)
+    min_states: int = Field(ge=1)
+
+    @field_validator("grid")
+    @classmethod
+    def _positive(cls, value: list[float]) -> list[float]:
+        if any(v <= 0 for v in value):
+            raise ValueError("every deviation sd must be > 0 (0 is the general capability: no category skill)")
+        return value
+
+
+class SkillScoresConfig(Strict):
+    min_families: int = Field(ge=1)
+    max_draws: int = Field(ge=20)
+    deviation_sd: SkillDeviationConfig
+    also_in: dict[str, list[str]]
+
+
 class OutputsFile(Strict):
     version: int
+    reference_scale: ReferenceScaleConfig
+    active_panel: ActivePanelConfig
     draws: OutputDraws
     calibrate: CalibrateConfig
+    skill_scores: SkillScoresConfig
     difficulty: DifficultyConfig
     reliability: ReliabilityConfig
     dimensionality: DimensionalityConfig
     cell_predictions: CellPredictionsConfig
+    family_quality: FamilyQualityConfig
+    comparability: ComparabilityConfig
 
 
 # --------------------------------------------------------------------------- validation.yaml
@@ -363,6 +451,12 @@ class SensitivityStudy(Strict):
     top: int = Field(ge=2)
 
 
+class ActivePanelStudies(Strict):
+    # the folds `active_panel` (the production specification refitted on the active families) and
+    # `forward_active` (the forward study on them); the active families come from the outputs' `active_panel`
+    studies: bool
+
+
 class EciFormBaseline(Strict):
     bootstrap: int = Field(ge=10)
     l2: Number = Field(ge=0)
@@ -385,6 +479,7 @@ class ValidationFile(Strict):
     masked: MaskedStudy
     family: FamilyStudy
     sensitivity: SensitivityStudy
+    active_panel: ActivePanelStudies
     baselines: Baselines
     checks: ValidationChecks
 
@@ -524,11 +619,36 @@ class PublishReport(Strict):
     difficulty_families: list[str] = Field(max_length=6)
     image_dpi: int = Field(ge=50, le=300)
     metadata_image_dpi: int = Field(ge=30, le=200)
+    skill_rows: int = Field(ge=1, le=100)
+
+
+class GateRoute(Strict):
+    min_families: int = Field(ge=1)
+    min_categories: int | None = Field(default=None, ge=1)
+    one_of_categories: list[str] = Field(default_factory=list)
+    max_interval_width: Number | None = Field(default=None, gt=0)
+
+    @field_validator("one_of_categories")
+    @classmethod
+    def _known_categories(cls, value: list[str]) -> list[str]:
+        from atlas_assets.registry.benchmarks import CATEGORIES
+
+        unknown = sorted(set(value) - CATEGORIES)
+        if unknown:
+            raise ValueError(f"unknown categories {unknown} (the registry's: {sorted(CATEGORIES)})")
+        return value
+
+
+class HeadlineGate(Strict):
+    min_lineages: int = Field(ge=1)
+    routes: dict[str, GateRoute] = Field(min_length=1)
+    lineages: dict[str, str]
 
 
 class PublishFile(Strict):
     version: int
     required_validation: list[ValidationTable]
+    headline_gate: HeadlineGate
     report: PublishReport
 
 

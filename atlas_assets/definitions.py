@@ -56,7 +56,8 @@ nightly_refresh = dg.ScheduleDefinition(
     cron_schedule="0 3 * * *",
     execution_timezone="UTC",
     default_status=dg.DefaultScheduleStatus.RUNNING,
-    description="Nightly refresh of every asset; sources answer conditional requests, so unchanged data costs little.",
+    description="Nightly refresh of every asset; sources answer conditional requests, and a step whose inputs and "
+    "specification are unchanged reuses its last result and says why (atlas_assets/defs/refresh.py).",
 )
 
 nightly_cost_refresh = dg.ScheduleDefinition(

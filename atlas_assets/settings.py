@@ -32,6 +32,13 @@ def validation_config_path() -> Path:
     return Path(value).resolve() if value else CONFIG_DIR / "validation.yaml"
 
 
+def reference_scale_dir() -> Path:
+    """Where frozen reference scales live (outputs.yaml `reference_scale`): ATLAS_REFERENCE_SCALES names another
+    folder (tests); the package's are part of the publication's fingerprint."""
+    value = os.environ.get("ATLAS_REFERENCE_SCALES", "").strip()
+    return Path(value).resolve() if value else CONFIG_DIR / "reference_scales"
+
+
 def atlas_home() -> Path:
     return Path(os.environ.get("ATLAS_HOME", PROJECT_ROOT / "var")).resolve()
 

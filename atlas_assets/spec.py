@@ -62,9 +62,10 @@ def _sha(data: bytes) -> str:
 
 
 def _code_files(package_root: Path) -> dict[str, list[Path]]:
-    """Package Python files grouped into `<subpackage>_code` parts (top-level modules: `package_code`)."""
+    """Package Python files, and the SQL files a stage keeps in its own folder (outputs/sql, publish/sql), grouped
+    into `<subpackage>_code` parts (top-level modules: `package_code`)."""
     parts: dict[str, list[Path]] = {}
-    for path in sorted(package_root.rglob("*.py")):
+    for path in sorted([*package_root.rglob("*.py"), *package_root.rglob("*.sql")]):
         relative = path.relative_to(package_root)
         if "__pycache__" in relative.parts or any(relative.match(pattern) for pattern in NOT_SPECIFICATION):
             continue
@@ -96,6 +97,8 @@ def specification_manifest(
         else package_root / "config" / "validation.yaml"
     if scope == "publication" and validation_config.exists():
         config_files.append(validation_config)
+    if scope == "publication":  # frozen reference scales: they set the display units of what is published
+        config_files.extend(sorted(settings.reference_scale_dir().glob("*.yaml")))
     stan = sorted((project_root / "stan").glob("*.stan"))
     files: dict[str, list[Path]] = {
         "sql": [p for p in sorted((project_root / "sql").glob("*.sql")) if scope != "fit" or p.name not in COST_SQL],

@@ -30,6 +30,43 @@ def atlas_env(tmp_path, monkeypatch):
 
 
 @pytest.fixture(scope="session")
+def real_run(tmp_path_factory):
+    """Registry, ingest and clean materialized once per session on the real mirror, checks included: the
+    real-data tests that only read its tables share it (each real-data run costs ~40 s); a test that writes
+    starts from a copy (`copy_real_run`). Yields (ATLAS_HOME, the run's result)."""
+    import dagster as dg
+
+    require_shared_data()
+    home = tmp_path_factory.mktemp("real_run") / "atlas_home"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ATLAS_HOME", str(home))
+        mp.delenv("ATLAS_DUCKDB", raising=False)
+        mp.setenv("ATLAS_MIRROR", str(MIRROR))
+        # the stage assets and checks of the one Definitions, with resources built now (the module-level
+        # `defs` binds its DuckDB path when first imported, possibly elsewhere)
+        from atlas_assets import definitions
+        from atlas_assets.resources import build_resources
+
+        with dg.DagsterInstance.ephemeral() as instance:
+            result = dg.materialize(
+                [*definitions.stage_assets, *definitions.stage_checks],
+                resources=build_resources(),
+                selection=dg.AssetSelection.groups("registry", "ingest", "clean"),
+                instance=instance,
+                raise_on_error=False,
+            )
+    return home, result
+
+
+def copy_real_run(real_run, home: Path) -> Path:
+    """A private copy of the shared real run's ATLAS_HOME (DuckDB and snapshots), as a good earlier run."""
+    import shutil
+
+    shutil.copytree(real_run[0], home)
+    return home
+
+
+@pytest.fixture(scope="session")
 def ui_server(tmp_path_factory):
     """One real `dagster dev` for the whole session (tests/ui/server.py: the project's location and the test
     location `broken_input`, a temporary instance and ATLAS_HOME, sources from the real mirror, a small

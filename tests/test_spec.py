@@ -65,12 +65,14 @@ def test_downstream_stages_move_the_publication_fingerprint_but_not_the_fit(tmp_
     for path in (package / "outputs" / "reliability.py", package / "validation" / "metrics.py",
                  package / "config" / "validation.yaml"):
         path.write_text(path.read_text() + "\n# a downstream change\n")
+    sql = package / "outputs" / "sql" / "observation_rows.sql"  # a stage's own SQL shapes its numbers too
+    sql.write_text(sql.read_text() + "\n-- a downstream change\n")
     fit_after = manifest_of(root, package)
     publication_after = specification_manifest(root, package, package / "config" / "model.yaml", scope="publication")
     assert manifest_fingerprint(fit_after) == manifest_fingerprint(fit_before)
     assert changed_files(publication_before, publication_after) == {
         "config": ["validation_config"],
-        "outputs_code": ["atlas_assets/outputs/reliability.py"],
+        "outputs_code": ["atlas_assets/outputs/reliability.py", "atlas_assets/outputs/sql/observation_rows.sql"],
         "validation_code": ["atlas_assets/validation/metrics.py"],
     }
 

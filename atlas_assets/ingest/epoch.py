@@ -35,7 +35,11 @@ def parse_csv_member(out: ParseOutput, registry, file: str, content: bytes) -> N
     # surrogateescape: a stray non-UTF-8 byte becomes a lone surrogate inside exactly the cell it
     # sits in, so it costs that row (audited with row and field), not the whole file.
     text = content.decode("utf-8-sig", errors="surrogateescape")
-    rows = list(csv.reader(io.StringIO(text, newline="")))
+    reader = csv.reader(io.StringIO(text, newline=""))
+    rows, last_lines = [], []  # each record, and the physical line of the file it ends on
+    for cells in reader:
+        rows.append(cells)
+        last_lines.append(reader.line_num)
     if not rows or not any(cell.strip() for cell in rows[0]):
         out.fail_file("empty_file", f"{where}: empty, no header row", file=file)
         return
@@ -58,6 +62,10 @@ def parse_csv_member(out: ParseOutput, registry, file: str, content: bytes) -> N
     def records():
         for index, cells in data:
             if len(cells) != len(header):
+                first, last = last_lines[index - 1] + 1, last_lines[index]
+                if last > first:
+                    _flag_unclosed_quote(out, where, file, index, cells, len(header), first, last)
+                    continue
                 out.flag("malformed_row", f"{where} row {index}: {len(cells)} fields where the header has {len(header)} "
                          "(truncated or unquoted delimiter); row skipped", file=file, row_number=index,
                          value=shown(",".join(cells)))
@@ -73,6 +81,20 @@ def parse_csv_member(out: ParseOutput, registry, file: str, content: bytes) -> N
             yield index, dict(zip(header, cells))
 
     read_records(out, registry, file, header, records())
+
+
+def _flag_unclosed_quote(out: ParseOutput, where: str, file: str, index: int, cells: list[str], expected: int,
+                         first: int, last: int) -> None:
+    """A malformed record over several lines: an unbalanced quote took the lines after it into one field. Each
+    swallowed line is audited on its own (with its text), so no row of the file goes missing without a trace."""
+    swallowed = [line for line in ",".join(cells).split("\n")[1:] if line.strip()]
+    out.flag("malformed_row", f"{where} row {index}: {len(cells)} fields where the header has {expected}; an unclosed "
+             f"quote runs from line {first} to line {last} of the file and swallowed {len(swallowed)} more line(s); "
+             "row skipped", file=file, row_number=index, value=shown(",".join(cells).split("\n")[0]))
+    for offset, line in enumerate(swallowed, start=1):
+        out.flag("malformed_row", f"{where} row {index}: a line after it (about line {first + offset} of the file) was "
+                 f"swallowed by its unclosed quote: {shown(line)[:80]!r}; that row is lost", file=file,
+                 row_number=index, value=shown(line))
 
 
 def cross_check_metadata(out: ParseOutput, registry, content: bytes) -> None:

@@ -74,8 +74,15 @@ class SnapshotStore:
 
     def record(self, entry: FetchRecord) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("a", encoding="utf-8") as log:
-            log.write(json.dumps(asdict(entry), sort_keys=True) + "\n")
+        line = json.dumps(asdict(entry), sort_keys=True) + "\n"
+        with self.log_path.open("a+b") as log:
+            # A writer killed (or a disk filled) mid-append leaves a torn last line: start on a fresh line so
+            # the fragment never swallows this record. The fragment itself stays, as evidence.
+            if log.seek(0, os.SEEK_END) > 0:
+                log.seek(-1, os.SEEK_END)
+                if log.read(1) != b"\n":
+                    line = "\n" + line
+            log.write(line.encode("utf-8"))
 
     def history(self, url: str) -> list[FetchRecord]:
         if not self.log_path.exists():
@@ -86,7 +93,10 @@ class SnapshotStore:
                 line = line.strip()
                 if not line:
                     continue
-                data = json.loads(line)
+                try:
+                    data = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a torn record of a write that failed (see record): it recorded nothing
                 if data.get("url") == url:
                     records.append(FetchRecord(**data))
         return records

@@ -66,8 +66,9 @@ def read_records(
         if column not in known:
             out.flag("unregistered_column", f"{source}/{file}: column {column!r} is not in the registry (neither used nor ignored)",
                      file=file, field_name=column)
-    score_columns = registered[(registered["use"] == "score") & registered["column"].isin(header)]
-    cost_columns = registered[(registered["use"] == "cost") & registered["column"].isin(header)]
+    # as lists of named tuples once per file: itertuples() per record was most of an ingest's time
+    score_columns = list(registered[(registered["use"] == "score") & registered["column"].isin(header)].itertuples(index=False))
+    cost_columns = list(registered[(registered["use"] == "cost") & registered["column"].isin(header)].itertuples(index=False))
     items = registry.benchmarks.set_index("benchmark")["items"].to_dict()
     unreadable = False
     for column in sorted(known - set(header)):
@@ -85,7 +86,7 @@ def read_records(
             unreadable = True
         else:
             out.flag("missing_column", detail, file=file, field_name=column)
-    if unreadable or score_columns.empty:
+    if unreadable or not score_columns:
         return
     out.files_read.append(file)
 
@@ -137,7 +138,7 @@ def read_records(
         if enrich is not None:
             shared.update(enrich(record))
 
-        for score_column in score_columns.itertuples(index=False):
+        for score_column in score_columns:
             raw_value = record.get(score_column.column)
             try:
                 value = parse_number(raw_value)
@@ -166,7 +167,7 @@ def read_records(
                 elif row[key] is not None:
                     row[key] = row[key] * scale
             out.scores.append(row)
-        for cost_column in cost_columns.itertuples(index=False):
+        for cost_column in cost_columns:
             cost = cost_row(out, record, cost_column, shared, items, number, f"{source}/{file} row {row_number}")
             if cost is not None:
                 out.costs.append(cost)

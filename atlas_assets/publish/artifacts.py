@@ -113,6 +113,22 @@ ARTIFACTS: tuple[Artifact, ...] = (
              _cols("model reasoning_state family observed:bool u_observed:float pred_mean:float "
                    "lower_90:float upper_90:float verification_class"),
              order_by=("model", "reasoning_state", "family")),
+    Artifact("headline_gates", "table", "Publication gate per fitted state: its families, categories, lineages and "
+             "interval width, whether its headline is published (publish.yaml headline_gate) and why not. Applied to "
+             "state_scores (headline_gate, headline_gate_reason) and model_scores (headline_status 'not enough "
+             "evidence').",
+             _cols("model reasoning_state eligible:bool headline_state:bool n_families:int n_categories:int "
+                   "n_lineages:int interval_width:float gate_pass:bool status reason gate_rule"),
+             order_by=("model", "reasoning_state")),
+    Artifact("skill_scores", "table", "Skill score per state x category on the display scale of state_scores: the "
+             "state's capability from that category's families, with its interval and its deviation from the "
+             "general capability; 'not enough data' (no number) below the configured number of families.",
+             _cols("model reasoning_state category status n_families:int families display_mean:float "
+                   "display_lower:float display_upper:float general_display_mean:float deviation_mean:float"),
+             required=False, order_by=("category", "model", "reasoning_state")),
+    Artifact("skill_deviations", "table", "Per category: the learned sd of a state's category skill around its "
+             "general capability (latent units) and what chose it.",
+             _cols("category deviation_sd:float basis n_states:int"), required=False, order_by=("category",)),
     Artifact("calibrated_states", "table", "States of models outside the fit (below its coverage filter, or new), "
              "calibrated onto the fitted scale from their own results: display posterior, status (thin evidence).",
              _cols("model reasoning_state path status display_mean:float display_lower:float display_upper:float "
@@ -136,6 +152,29 @@ ARTIFACTS: tuple[Artifact, ...] = (
     Artifact("unknown_setting_cells", "table", "Cells of the unknown-setting runs.",
              _cols("model reasoning_state family pred_mean:float lower_90:float upper_90:float"),
              required=False, order_by=("model", "family")),
+    Artifact("active_panel", "table", "Per family: newest result date (own date, else the model's release), "
+             "whether it is in the active panel and why.",
+             _cols("family n_obs:int last_result_on as_of window_days:int active:bool reason"),
+             required=False, order_by=("family",)),
+    Artifact("active_panel_scores", "table", "Each state's score in the active-panel refit (validation fold "
+             "active_panel) beside its all-history score; the headline uses the all-history fit.",
+             _cols("model reasoning_state display_mean_all_history:float display_mean_active:float change:float "
+                   "in_active_fit:bool"),
+             required=False, order_by=("model", "reasoning_state")),
+    Artifact("reference_state_scores", "table", "Capability per reasoning state on the frozen reference scale "
+             "(outputs.yaml reference_scale): the fit linked onto the reference version's family positions.",
+             _cols("model reasoning_state reference_version eligible:bool display_mean:float display_lower:float "
+                   "display_upper:float"),
+             required=False, order_by=("model", "reasoning_state")),
+    Artifact("reference_model_scores", "table", "Capability per model (headline state) on the frozen reference scale.",
+             _cols("model headline_state reference_version display_mean:float display_lower:float "
+                   "display_upper:float"),
+             required=False, order_by=("model",)),
+    Artifact("reference_scale_drift", "table", "States whose modeled results are unchanged since the previously "
+             "published fit: how far each moved, on the reference scale and on the fits' own anchors.",
+             _cols("model reasoning_state scale previous_fit display_mean_old:float display_mean_new:float "
+                   "move:float within_interval:bool"),
+             required=False, order_by=("scale", "model", "reasoning_state")),
     Artifact("validation_metrics", "table", "Per study and method: RMSE, MAE, CRPS, Spearman and interval coverage "
              "of held-out cells.",
              _cols("study method n_cells:int n_folds:int rmse:float mae:float rmse_points:float mae_points:float "
@@ -161,6 +200,21 @@ ARTIFACTS: tuple[Artifact, ...] = (
     Artifact("validation_sensitivity", "table", "Largest top-20 rank shift when each well-covered family is dropped.",
              _cols("dropped_family n_observations_dropped:int max_top20_rank_shift:float model"),
              required=False, order_by=("dropped_family", "model")),
+    Artifact("family_quality", "table", "Measured quality per family (seed 002) from its live pool: headroom (top-5 "
+             "vs the ceiling), discrimination (sd of the top 15), contamination class, item count, their weights and "
+             "product, with the inputs; the reliability grade beside it.",
+             _cols("family kind n_live_models:int headroom_points:float discrimination_points:float contamination "
+                   "items:float quality:float quality_band grade reliability_mean:float rule"),
+             required=False, order_by=("family",)),
+    Artifact("family_quality_agreement", "table", "How far measured quality and the model-based reliability agree: "
+             "Spearman of each measure against reliability, and a grade x quality-band cross-tab.",
+             _cols("statistic measure grade band n_families:int value:float p_value:float"),
+             required=False, order_by=("statistic", "measure", "grade", "band")),
+    Artifact("comparability_verdicts", "table", "Seed 002's comparability verdict, rule and reason for the leaderboard "
+             "neighbours: adjacent eligible states (per family they share) and adjacent scores on each family.",
+             _cols("scope rank_a:int rank_b:int model_a state_a model_b state_b family_a family_b rule:int rule_name "
+                   "verdict reason"),
+             required=False, order_by=("scope", "rank_a", "family_a")),
     Artifact("cost_index", "cost_table", "Relative cost per reasoning state (x GPT-5 high, median and 90% interval) "
              "and typical US dollars per task on the configured workloads, from the cost fit named in cost_fit.",
              _cols("model reasoning_state cost_index_median:float cost_index_lower:float cost_index_upper:float "
@@ -308,6 +362,7 @@ def collect_tables(conn: duckdb.DuckDBPyConnection, fit_dir: Path, stamps: Stamp
             problems.append(f"{artifact.name} lacks columns {lacking}")
             continue
         collected[artifact.name] = Collected(stamp(_ordered(frame, artifact.order_by), stamps), note)
+    problems += apply_headline_gates(collected)
     cost_fits = {name: sorted(map(str, item.frame["cost_fit"].dropna().unique()))
                  for name, item in collected.items() if "cost_fit" in item.frame.columns and len(item.frame)}
     if len({fit for fits in cost_fits.values() for fit in fits}) > 1:
@@ -315,6 +370,26 @@ def collect_tables(conn: duckdb.DuckDBPyConnection, fit_dir: Path, stamps: Stamp
     if problems:
         raise PublicationRefused(problems)
     return collected
+
+
+GATED_COLUMNS = {"state_scores": ("headline_gate", "headline_gate_reason"), "model_scores": ("headline_gate_reason",)}
+
+
+def apply_headline_gates(collected: dict[str, Collected]) -> list[str]:
+    """The gate on the published score tables, in place: state_scores and model_scores say "not enough evidence"
+    with the reason where headline_gates fails the state (publish/gates.py); problems when it cannot be applied."""
+    from atlas_assets.publish.gates import apply_to_scores
+
+    needed = ("headline_gates", "state_scores", "model_scores")
+    if not all(name in collected for name in needed):
+        return []  # a missing one is already a problem of its own
+    try:
+        states, models = apply_to_scores(collected["state_scores"].frame, collected["model_scores"].frame,
+                                         collected["headline_gates"].frame)
+    except ValueError as error:
+        return [f"headline_gates cannot be applied to the score tables: {error}"]
+    collected["state_scores"].frame, collected["model_scores"].frame = states, models
+    return []
 
 
 # -------------------------------------------------------------------------------------------- methodology
@@ -398,7 +473,13 @@ def methodology_record(conn: duckdb.DuckDBPyConnection, fit_dir: Path, stamps: S
             "difficulty_bound": _first(frame("difficulty_bounds"), "bound_rule"),
             "reliability_grade": _first(frame("reliability_grades"), "grade_rule"),
             "dimensionality": _first(frame("dimensionality_test"), "rule"),
+            "family_quality": _first(frame("family_quality"), "rule"),
+            # the frozen scale the reference_* tables are on (its file is in the configuration fingerprint)
+            "reference_scale": _first(frame("reference_state_scores"), "reference_version"),
+            "headline_gate": _first(frame("headline_gates"), "gate_rule"),
+            "skill_scores": _first(frame("skill_scores"), "rule"),
         },
+        "method_version": method_version_record(),
         "specification": {
             "sha256": stamps.spec_sha256,
             "parts": {part: manifest_fingerprint({part: files}) for part, files in manifest.items()} if manifest else None,
@@ -418,6 +499,14 @@ def methodology_record(conn: duckdb.DuckDBPyConnection, fit_dir: Path, stamps: S
             for name, item in tables.items()
         },
     }
+
+
+def method_version_record() -> dict[str, Any]:
+    """The method version in force: the newest entry of the change log (CHANGES.md at the project root)."""
+    from atlas_assets.publish.changes import newest_entry
+
+    entry = newest_entry()
+    return {"version": entry.version, "date": entry.date, "title": entry.title, "change_log": "CHANGES.md"}
 
 
 def _cost_fit_record(tables: dict[str, Collected]) -> dict[str, Any] | None:

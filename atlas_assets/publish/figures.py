@@ -217,3 +217,23 @@ def forward_errors(predictions: pd.DataFrame) -> Figure:
     ax.set_ylim(0, float(predictions["error"].quantile(0.99)) * 1.05 or 1.0)
     ax.legend(loc="upper left")
     return fig
+
+
+@_styled
+def quality_vs_reliability(table: pd.DataFrame) -> Figure:
+    """Measured quality (seed 002) against the model-based reliability (seed 003), one dot per family coloured by
+    its grade; families without a measured quality are left out."""
+    fig, (ax,) = _figure(6.4, 4.2)
+    shown = table.dropna(subset=["quality", "reliability_mean"])
+    for grade, group in shown.groupby(shown["grade"].where(shown["grade"].notna(), None), dropna=False):
+        key = grade if isinstance(grade, str) else None
+        ax.scatter(group["reliability_mean"], group["quality"], s=22, color=GRADE_COLOURS.get(key, FAINT),
+                   label=key or "ungraded", zorder=3)
+    for row in shown.itertuples():
+        ax.annotate(row.family, (row.reliability_mean, row.quality), fontsize=6, color=INK, alpha=0.75,
+                    xytext=(3, 2), textcoords="offset points")
+    ax.set_xlabel("reliability (model-based, posterior mean)")
+    ax.set_ylabel("measured quality (product of four weights)")
+    ax.set_ylim(0, 1.05)
+    ax.legend(title="grade", loc="lower left")
+    return fig

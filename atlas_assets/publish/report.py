@@ -298,6 +298,69 @@ def _beyond_the_fit(b: _Builder) -> None:
               "reasoning settings nobody measured.", body)
 
 
+def _headline_gates(b: _Builder) -> None:
+    """Which states have a published headline under publish.yaml's gate, and why the others do not."""
+    gates = b.version.optional_table("headline_gates")
+    if gates.empty:
+        b.section("gates", "Publication gate", "Which models have enough evidence for a published headline.",
+                  b.empty("This publication carries no headline_gates table: no gate was applied."))
+        return
+    from atlas_assets.publish.gates import reason_counts
+
+    passed = gates["gate_pass"].astype(bool)
+    heads = gates[gates["headline_state"].astype(bool)]
+    withheld = heads[~heads["gate_pass"].astype(bool)].sort_values(["n_families", "model"], ascending=[False, True])
+    body = (f"<p>{int(passed.sum())} of {len(gates)} fitted states pass the gate; of the {len(heads)} models' "
+            f"headline states {int(heads['gate_pass'].astype(bool).sum())} pass and {len(withheld)} are listed as "
+            "<em>not enough evidence</em> (they stay in the fit and in the cell predictions, and are not ranked). "
+            f"Rule: {esc(gates['gate_rule'].iloc[0])}.</p>")
+    counts = reason_counts(gates)
+    if len(counts):
+        body += table(["requirement missed (failing states)", "states"], counts.to_numpy().tolist(),
+                      table_id="gate-reasons-table")
+    if len(withheld):
+        shown = withheld.head(int(b.cfg["leaderboard_models"]))
+        body += table(["model", "state", "families", "categories", "lineages", "90% width", "why not published"],
+                      [[r.model, r.reasoning_state, int(r.n_families), r.categories, int(r.n_lineages),
+                        num(r.interval_width), r.reason] for r in shown.itertuples()],
+                      table_id="gate-withheld-table", numeric_from=2, row_keys=shown["model"])
+    b.section("gates", "Publication gate", "A score from a handful of results looks more precise than it is: a "
+              "headline needs enough families, categories and independent benchmark lineages.", body)
+
+
+def _skill_scores(b: _Builder) -> None:
+    """Per category, the strongest states by their skill score (capability from that category's families)."""
+    skills = b.version.optional_table("skill_scores")
+    if skills.empty:
+        b.section("skills", "Skill scores", "Capability per category.",
+                  b.empty("This publication carries no skill scores."))
+        return
+    deviations = b.version.optional_table("skill_deviations")
+    tau = dict(zip(deviations.get("category", []), deviations.get("deviation_sd", [])))
+    published = skills[skills["status"] == "published"]
+    summary = []
+    for category, rows in skills.groupby("category"):
+        mine = published[published["category"] == category]
+        summary.append([category, len(mine), int((rows["n_families"] == 1).sum()), num(tau.get(category), 2),
+                        num((mine["display_upper"] - mine["display_lower"]).mean())])
+    body = (f"<p>{len(published)} skill scores of {published[['model', 'reasoning_state']].drop_duplicates().shape[0]} "
+            "states are published; a state with fewer families in a category is listed as <em>not enough data</em>. "
+            "A skill reads the category's results against the state's capability from its other results, allowed "
+            "to differ by the category's learned deviation; same display scale as the capability.</p>")
+    body += table(["category", "skills published", "1 family only (not enough data)", "deviation sd (latent)",
+                   "mean 90% width"], summary, table_id="skill-summary-table")
+    n = int(b.cfg.get("skill_rows", 10))
+    for category, rows in published.groupby("category"):
+        top = rows.sort_values(["display_mean", "model"], ascending=[False, True]).head(n)
+        body += f"<h3>{esc(category)}</h3>" + table(
+            ["model", "state", "skill", "90% interval", "capability", "families"],
+            [[r.model, r.reasoning_state, num(r.display_mean), interval(r.display_lower, r.display_upper),
+              num(r.general_display_mean), r.families] for r in top.itertuples()],
+            table_id=f"skill-{category}-table", numeric_from=2)
+    b.section("skills", "Skill scores", "Capability per category: the category's benchmark families read against "
+              "the state's capability from its other results, on the display scale of the leaderboard.", body)
+
+
 def _reasoning(b: _Builder) -> None:
     effects = b.version.table("reasoning_effects")
     rows = [[r.setting, r.setting_kind, num(r.display_mean), interval(r.display_lower, r.display_upper),
@@ -358,6 +421,80 @@ def _reliability(b: _Builder) -> None:
     b.section("reliability", "Which benchmarks measure capability",
               "The share of a benchmark's score variance that is capability rather than noise, by grade; the "
               "ring is the value if every model in the fit had been scored on it.", body)
+
+
+def _quality(b: _Builder) -> None:
+    """Measured benchmark quality (seed 002) beside the reliability grade (seed 003), and how far they agree."""
+    v = b.version
+    quality, agree = v.optional_table("family_quality"), v.optional_table("family_quality_agreement")
+    lede = ("What each benchmark family is worth as evidence today, measured from its live results: room left at "
+            "the top, spread among the leaders, exposure to training data, size; beside it the model-based grade.")
+    if quality.empty:
+        b.section("quality", "Benchmark quality", lede,
+                  note("This publication has no family_quality rows (it predates them, or they were not computed)."))
+        return
+    measured = quality[quality["quality"].notna()]
+    rho = agree[(agree["statistic"] == "spearman_vs_reliability") & (agree["measure"] == "quality")]
+    parts = [f"<p>{len(measured)} of {len(quality)} families have all four measures (the rest: too few live models, "
+             "a rating scale, or no declared item count). Live results: dated from "
+             f"{esc(quality['live_from'].iloc[0])} to {esc(quality['snapshot_date'].iloc[0])}.</p>"]
+    if len(rho):
+        r = rho.iloc[0]
+        parts.append(f"<p>Agreement with the reliability grade: Spearman ρ = {num(r['value'], 2)} between quality and "
+                     f"posterior-mean reliability over {int(r['n_families'])} families (p = {num(r['p_value'], 3)}). "
+                     "A saturated benchmark can still rank the whole field reliably: reliability is measured over "
+                     "every model scored, headroom only at the frontier.</p>")
+    if len(measured) >= 2:
+        b.figure("quality", figures.quality_vs_reliability(measured))
+        parts.append(image("quality", "measured quality against reliability"))
+    cross = agree[agree["statistic"] == "crosstab"]
+    if len(cross):
+        bands = ["high", "medium", "low", "not measured"]
+        pivot = cross.pivot_table(index="grade", columns="band", values="n_families", aggfunc="sum").reindex(
+            index=[g for g in ("A", "B", "C", "D", "ungraded") if g in set(cross["grade"])], columns=bands).fillna(0)
+        parts.append(table(["grade"] + [f"quality {band}" for band in bands],
+                           [[g] + [int(pivot.at[g, band]) for band in bands] for g in pivot.index],
+                           table_id="quality-crosstab"))
+    ordered = quality.sort_values(["quality", "family"], ascending=[False, True], na_position="last", kind="mergesort")
+    parts.append("<details><summary>Every family, with its inputs</summary>" + table(
+        ["family", "live models", "headroom (points)", "top-15 sd (points)", "contamination", "items", "quality",
+         "grade", "reliability", "not measured because"],
+        [[r.family, int(r.n_live_models), num(r.headroom_points), num(r.discrimination_points), r.contamination or DASH,
+          num(r.items, 0), num(r.quality, 2), r.grade if isinstance(r.grade, str) else "ungraded",
+          num(r.reliability_mean, 2), (r.pool_note if isinstance(r.pool_note, str) else "")
+          or (f"missing {r.quality_missing}" if isinstance(r.quality_missing, str) else "")]
+         for r in ordered.itertuples()], table_id="quality-table", numeric_from=1) + "</details>")
+    parts.append(f"<p>Rule: {esc(quality['rule'].iloc[0])}.</p>")
+    b.section("quality", "Benchmark quality", lede, "".join(parts))
+
+
+def _comparability(b: _Builder) -> None:
+    """Seed 002's verdicts for the leaderboard neighbours, counted per rule."""
+    pairs = b.version.optional_table("comparability_verdicts")
+    lede = ("Whether two published results may be set side by side: seed 002's ten rules applied to the neighbours "
+            "on the leaderboard (per family both were scored on) and on each family's own ranking.")
+    if pairs.empty:
+        b.section("comparability", "Which results compare", lede,
+                  note("This publication has no comparability_verdicts rows (it predates them, or they were not "
+                       "computed)."))
+        return
+    overall = pairs["scope"] == "overall"
+    counts = pairs.assign(where=np.where(overall, "overall", "per family")).pivot_table(
+        index=["rule", "rule_name", "verdict"], columns="where", values="reason", aggfunc="count", fill_value=0)
+    rows = [[int(rule), name, verdict, int(counts.at[(rule, name, verdict), "overall"]) if "overall" in counts else 0,
+             int(counts.at[(rule, name, verdict), "per family"]) if "per family" in counts else 0]
+            for rule, name, verdict in counts.index]
+    top = pairs[overall & (pairs["rank_a"] <= 10)]
+    parts = [f"<p>{int(overall.sum())} rows for {pairs.loc[overall, 'rank_a'].nunique()} adjacent pairs of the state "
+             f"leaderboard, {int((~overall).sum())} adjacent pairs on {pairs.loc[~overall, 'scope'].nunique()} family "
+             "leaderboards.</p>",
+             table(["rule", "when", "verdict", "overall rows", "per-family pairs"], rows, table_id="verdict-counts",
+                   numeric_from=3),
+             "<details><summary>The top of the leaderboard</summary>" + table(
+                 ["rank", "state", "next state", "family", "verdict", "reason"],
+                 [[int(r.rank_a), f"{r.model_a} {r.state_a}", f"{r.model_b} {r.state_b}", r.family_a, r.verdict,
+                   r.reason] for r in top.itertuples()], table_id="verdict-top", numeric_from=9) + "</details>"]
+    b.section("comparability", "Which results compare", lede, "".join(parts))
 
 
 METRIC_COLUMNS = [("cells", "n_cells", 0), ("RMSE", "rmse", 3), ("RMSE (points)", "rmse_points", 1),
@@ -449,7 +586,10 @@ def _method(b: _Builder) -> None:
     fit = m.get("fit", {})
     diag, settings = fit.get("diagnostics") or {}, fit.get("sampler_settings") or {}
     thresholds = fit.get("thresholds") or {}
+    version = m.get("method_version") or {}
     fit_rows = [
+        ["method version", f"{version.get('version', DASH)} ({version.get('date', DASH)}: {version.get('title', '')}; "
+                           "CHANGES.md)" if version else "not recorded (published before the change log)"],
         ["engine", fit.get("engine")],
         ["sampler", ", ".join(f"{k} {settings[k]}" for k in ("chains", "warmup", "draws", "adapt_delta", "seed")
                               if k in settings)],
@@ -497,11 +637,13 @@ def build_report(version_folder: Path, out_dir: Path, cfg: dict[str, Any]) -> Re
     cfg: publish.yaml's `report` section."""
     version = PublishedVersion(version_folder)
     b = _Builder(version, out_dir, cfg)
-    for part in (_leaderboard, _beyond_the_fit, _reasoning, _difficulty, _reliability, _calibration, _forward, _dimensionality, _method):
+    for part in (_leaderboard, _headline_gates, _skill_scores, _beyond_the_fit, _reasoning, _difficulty, _reliability,
+                 _quality, _comparability, _calibration, _forward, _dimensionality, _method):
         part(b)
     stamps = version.manifest["stamps"]
-    titles = {"leaderboard": "Leaderboard", "beyond": "Beyond the fit", "reasoning": "Reasoning", "difficulty": "Difficulty",
-              "reliability": "Reliability", "calibration": "Calibration", "forward": "Forward in time",
+    titles = {"leaderboard": "Leaderboard", "gates": "Gate", "skills": "Skills", "beyond": "Beyond the fit",
+              "reasoning": "Reasoning", "difficulty": "Difficulty", "reliability": "Reliability", "quality": "Quality",
+              "comparability": "Comparability", "calibration": "Calibration", "forward": "Forward in time",
               "dimensionality": "One number?", "method": "Method"}
     nav = "".join(f'<a href="#{s}">{titles[s]}</a>' for s in b.result.sections)
     page = (

@@ -166,7 +166,7 @@ def load_benchmark_registry(path: Path | None = None) -> BenchmarkRegistry:
 # ---------------------------------------------------------------------------------------------- validation
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # libyaml's parser where built: 10x faster
     """SafeLoader that rejects duplicate keys: PyYAML would silently keep the last one, so a benchmark
     or column entered twice would lose its first definition without a trace."""
 

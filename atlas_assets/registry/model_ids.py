@@ -145,15 +145,32 @@ class ModelOverrides:
         )
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+# The top-level keys each file may have: an optional section whose key is misspelt would otherwise be read
+# as absent, silently (every alias, or every not-a-setting rule, gone without a word).
+REASONING_RULES_KEYS = frozenset({
+    "version", "states", "cleanup", "provider_prefixes", "setting_suffixes", "word_forms",
+    "unrecognized_setting_suffix", "budget_bands", "name_rewrites", "canonical_key", "residual_reasoning_words",
+    "not_settings", "swe_bench_labels", "arc_prize_ids"})
+MODEL_OVERRIDES_KEYS = frozenset({
+    "version", "facts_ignored_from_sources", "sources_needing_confirmation", "identifier_overrides",
+    "moving_api_aliases", "aliases", "reasoning_products", "no_reasoning_mode", "swe_bench_models", "models"})
+
+
+def _read_yaml(path: Path, allowed: frozenset[str]) -> dict[str, Any]:
     if not path.is_file():
         raise RegistryConfigError(f"{path}: file not found")
+    text = path.read_text(encoding="utf-8")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise RegistryConfigError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
         raise RegistryConfigError(f"{path}: top level must be a mapping, got {type(data).__name__}")
+    unknown = [key for key in data if key not in allowed]
+    if unknown:
+        lines = {key.value: key.start_mark.line + 1 for key, _ in yaml.compose(text).value}
+        raise RegistryConfigError("; ".join(f"{path}, line {lines.get(key, '?')}: unknown top-level key {key!r}"
+                                            for key in unknown) + f" (allowed: {', '.join(sorted(allowed))})")
     return data
 
 
@@ -183,7 +200,7 @@ def _check_state(state: Any, path: Path, where: str, allow_null: bool) -> str | 
 
 @lru_cache(maxsize=8)
 def _load_reasoning_rules_cached(path: Path) -> ReasoningRules:
-    data = _read_yaml(path)
+    data = _read_yaml(path, REASONING_RULES_KEYS)
     why_by_rule: dict[str, str] = {}
     seen_ids: set[str] = set()
 
@@ -318,7 +335,7 @@ def load_reasoning_rules(path: str | Path | None = None) -> ReasoningRules:
 
 @lru_cache(maxsize=8)
 def _load_model_overrides_cached(path: Path) -> ModelOverrides:
-    data = _read_yaml(path)
+    data = _read_yaml(path, MODEL_OVERRIDES_KEYS)
 
     def section(key: str) -> dict[str, Any]:
         value = data.get(key) or {}

@@ -40,6 +40,7 @@ class FoldResult:
     predictions: pd.DataFrame                    # held-out cells x methods (forward, masked)
     family_ranks: pd.DataFrame = field(default_factory=pd.DataFrame)   # family study
     sensitivity: pd.DataFrame = field(default_factory=pd.DataFrame)    # sensitivity study
+    active_scores: pd.DataFrame = field(default_factory=pd.DataFrame)  # active_panel study: the variant's scores
 
 
 def references(model_config: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -374,6 +375,19 @@ def _sensitivity(split: Split, refit_dir: Path, production_dir: Path, validation
                           "mean_top20_rank_shift": float(shift.mean())}])
 
 
+def _active_scores(refit_dir: Path, production_dir: Path) -> pd.DataFrame:
+    """Each state's score in the active-panel refit beside its all-history (production) score, both on the
+    anchors' display units (the anchors are in both fits), and the change."""
+    keys = ["model", "reasoning_state"]
+    columns = keys + ["eligible", "n_families", "display_mean", "display_lower", "display_upper"]
+    active = pd.read_parquet(refit_dir / "state_scores.parquet")[columns]
+    history = pd.read_parquet(production_dir / "state_scores.parquet")[columns]
+    out = history.merge(active, on=keys, how="left", suffixes=("_all_history", "_active"))
+    out["in_active_fit"] = out["display_mean_active"].notna()
+    out["change"] = out["display_mean_active"] - out["display_mean_all_history"]
+    return out
+
+
 def run_fold(fold: str, production_dir: str | Path, validation_cfg: Mapping[str, Any], fold_root: str | Path,
              fitter: Fitter | None = None, log: Callable[[str], None] = print) -> FoldResult:
     """Split, refit (or reuse), and score one fold against the production fit in `production_dir`."""
@@ -400,7 +414,7 @@ def run_fold(fold: str, production_dir: str | Path, validation_cfg: Mapping[str,
             "split": json.dumps(split.info, default=str)}
     seed = int(validation_cfg["seed"]) + int(hashlib.sha256(fold.encode()).hexdigest()[:6], 16) % 100_000
     result = FoldResult(fold, split.study, info, pd.DataFrame())
-    if split.study in ("forward", "forward_strict", "masked"):
+    if split.study in ("forward", "forward_strict", "masked", "forward_active"):
         result.predictions, extra = _predictions(split, observations, refit, validation_cfg, seed)
         info.update(extra)
     elif split.study == "forward_thin":
@@ -414,5 +428,8 @@ def run_fold(fold: str, production_dir: str | Path, validation_cfg: Mapping[str,
         info["n_scored"] = int(result.family_ranks["family"].nunique()) if len(result.family_ranks) else 0
     elif split.study == "sensitivity":
         result.sensitivity = _sensitivity(split, fit_dir, production_dir, validation_cfg)
+    elif split.study == "active_panel":
+        result.active_scores = _active_scores(fit_dir, production_dir)
+        info["n_scored"] = int(len(result.active_scores))
     info["fold_seconds"] = round(time.perf_counter() - t0, 1)
     return result

@@ -23,6 +23,11 @@ Studies (one `Split` per fold; `fold_keys` lists them, one Dagster partition eac
 - masked_state: for every model with two or more observed reasoning states, every cell of
   one of its non-pinned states is hidden (seeded): the state is absent from the refit and
   is predicted from the model's other states and the reasoning structure (issue 14).
+- active_panel / forward_active (issue 12, when `active_panel.studies`): the families outside the
+  active panel (`cfg["active_panel"]["families"]` lists the active ones, from the outputs'
+  `active_panel` table) are dropped; active_panel holds nothing out (its refit is the active-panel
+  variant of every score), forward_active hides the forward study's cells (the same seeded draw)
+  so the two panels are compared on identical cells.
 """
 
 from __future__ import annotations
@@ -61,16 +66,22 @@ class Split:
         return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
 
 
+SINGLE_FOLD_STUDIES = ("forward", "forward_strict", "forward_thin", "masked_state", "active_panel", "forward_active")
+ACTIVE_STUDIES = ("active_panel", "forward_active")
+
+
 def fold_keys(cfg: Mapping[str, Any]) -> list[str]:
     """Every partition key of the validation studies, in a stable order."""
+    active = list(ACTIVE_STUDIES) if (cfg.get("active_panel") or {}).get("studies") else []
     return (["forward", "forward_strict", "forward_thin", "masked_state"]
             + [f"masked_{k}" for k in range(int(cfg["masked"]["folds"]))]
             + [f"family_{k}" for k in range(int(cfg["family"]["folds"]))]
-            + [f"sensitivity_{k}" for k in range(int(cfg["sensitivity"]["families"]))])
+            + [f"sensitivity_{k}" for k in range(int(cfg["sensitivity"]["families"]))]
+            + active)
 
 
 def study_of(fold: str) -> str:
-    return fold if fold in ("forward", "forward_strict", "forward_thin", "masked_state") else fold.rsplit("_", 1)[0]
+    return fold if fold in SINGLE_FOLD_STUDIES else fold.rsplit("_", 1)[0]
 
 
 def _protected(observations: pd.DataFrame, references: list[tuple[str, str]]) -> np.ndarray:
@@ -192,6 +203,27 @@ def forward_thin_split(observations: pd.DataFrame, cfg: Mapping[str, Any], refer
                  evidence)
 
 
+def active_families(cfg: Mapping[str, Any]) -> list[str]:
+    families = (cfg.get("active_panel") or {}).get("families")
+    if families is None:
+        raise ValueError("the active-panel folds need the active families (validation config active_panel.families, "
+                         "filled from the outputs' active_panel table: materialize active_panel first)")
+    return list(families)
+
+
+def active_panel_split(observations: pd.DataFrame, cfg: Mapping[str, Any], references, *, forward: bool) -> Split:
+    obs = observations.reset_index(drop=True)
+    active = active_families(cfg)
+    dropped = ~obs["family"].isin(active).to_numpy()
+    inactive = sorted(set(obs.loc[dropped, "family"]))
+    if not forward:
+        return Split("active_panel", "active_panel", np.zeros(len(obs), bool), dropped,
+                     {"active_families": len(set(active) & set(obs["family"])), "inactive_families": inactive})
+    base = forward_split(obs, cfg, references, strict=False)
+    return Split("forward_active", "forward_active", base.heldout & ~dropped, dropped,
+                 {**base.info, "inactive_families": inactive})
+
+
 def masked_state_split(observations: pd.DataFrame, cfg: Mapping[str, Any], references,
                        pinned: set[tuple[str, str]]) -> Split:
     obs = observations.reset_index(drop=True)
@@ -222,6 +254,8 @@ def make_split(fold: str, observations: pd.DataFrame, cfg: Mapping[str, Any],
         return forward_split(observations, cfg, references, strict=fold == "forward_strict")
     if fold == "forward_thin":
         return forward_thin_split(observations, cfg, references)
+    if fold in ACTIVE_STUDIES:
+        return active_panel_split(observations, cfg, references, forward=fold == "forward_active")
     if fold == "masked_state":
         if pinned is None:
             raise ValueError("the masked-state split needs the fit's pinned states")

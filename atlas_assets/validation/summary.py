@@ -11,7 +11,7 @@ from scipy.stats import spearmanr
 
 from atlas_assets.validation.metrics import family_skill, study_metrics
 
-CELL_STUDIES = ["forward", "forward_strict", "forward_thin", "masked", "masked_state"]
+CELL_STUDIES = ["forward", "forward_strict", "forward_thin", "masked", "masked_state", "forward_active"]
 
 
 def cell_study_metrics(predictions: pd.DataFrame, intervals: Sequence[float]) -> pd.DataFrame:
@@ -21,6 +21,16 @@ def cell_study_metrics(predictions: pd.DataFrame, intervals: Sequence[float]) ->
     for (study, method), cells in predictions.groupby(["study", "method"], sort=False):
         rows.append({"study": study, "method": method, "n_folds": int(cells["fold"].nunique()),
                      **study_metrics(cells, intervals)})
+    # the all-history forward study on exactly the cells of the active-panel one (identical splits)
+    active = predictions[predictions["study"] == "forward_active"]
+    if len(active):
+        key = ["model", "reasoning_state", "family"]
+        cells_of_active = set(map(tuple, active[key].drop_duplicates().to_numpy()))
+        forward = predictions[predictions["study"] == "forward"]
+        same = forward[[tuple(k) in cells_of_active for k in forward[key].to_numpy()]]
+        for method, cells in same.groupby("method", sort=False):
+            rows.append({"study": "forward:active_cells", "method": method, "n_folds": int(cells["fold"].nunique()),
+                         **study_metrics(cells, intervals)})
     if "path" in predictions.columns:
         with_path = predictions[predictions["path"].notna()]
         for (study, path, method), cells in with_path.groupby(["study", "path", "method"], sort=True):

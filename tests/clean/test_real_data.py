@@ -40,28 +40,12 @@ TOLERANCE = 0.10  # the registry is curated by hand and still moving
 
 
 @pytest.fixture(scope="module")
-def materialized(tmp_path_factory):
-    from tests.conftest import require_shared_data, MIRROR
-
-    require_shared_data()
-    home = tmp_path_factory.mktemp("atlas_home")
+def materialized(real_run):
+    """The session's one real registry + ingest + clean run (tests/conftest.py `real_run`), read only."""
+    home, result = real_run
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ATLAS_HOME", str(home))
         mp.delenv("ATLAS_DUCKDB", raising=False)
-        mp.setenv("ATLAS_MIRROR", str(MIRROR))
-        # the stage assets and checks of the one Definitions, with resources built now (the
-        # module-level `defs` binds its DuckDB path when first imported, possibly elsewhere)
-        from atlas_assets import definitions
-        from atlas_assets.resources import build_resources
-
-        with dg.DagsterInstance.ephemeral() as instance:
-            result = dg.materialize(
-                [*definitions.stage_assets, *definitions.stage_checks],
-                resources=build_resources(),
-                selection=dg.AssetSelection.groups("registry", "ingest", "clean"),
-                instance=instance,
-                raise_on_error=False,
-            )
         conn = duckdb.connect(str(settings.duckdb_path()), read_only=True)
         yield result, conn
         conn.close()

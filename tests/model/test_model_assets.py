@@ -90,10 +90,11 @@ def test_cli_fit_publishes_scores_then_reuses_the_fit_and_a_failing_fit_publishe
     assert len(loaded.stan_input.states) == len(query(home, "SELECT * FROM capability_state_scores"))
     assert loaded.idata.posterior.sizes["chain"] == 4
 
-    # 2. Same data, same specification, same settings: the fit is reused, not sampled again.
+    # 2. Same data, same specification, same settings: the fit is reused, not sampled again, and the run says why.
     again = materialize(env, fit_config(seed=5), tmp_path)
     assert again.returncode == 0, (again.stdout + again.stderr)[-4000:]
-    assert "reusing the fit" in again.stdout + again.stderr
+    assert f"are those of fit {fits[0].name}, which stays current" in again.stdout + again.stderr
+    assert "in a subprocess" not in again.stdout + again.stderr
     assert len(list((home / "model" / "fits").iterdir())) == 1
 
     # 3. A fit too short to converge fails its gates: nothing downstream is replaced, and the failed fit is

@@ -24,7 +24,9 @@ from atlas_assets.spec import frame_hash
 SPEC_SHA256 = "5" * 64          # the specification the fixture fit was "made under" (tests patch the current one)
 SETTINGS_TAG = "c2w100d100s1"
 OUTPUT_TABLES = ("difficulty_bounds", "reliability_grades", "dimensionality_test", "dimensionality_pairs",
-                 "cell_predictions")
+                 "cell_predictions", "headline_gates")
+# categories of the synthetic families (f00...), as the registry would give them: gates and skill scores need them
+CATEGORIES = ("coding", "reasoning", "math", "coding", "science", "reasoning", "math")
 
 
 @dataclass
@@ -86,12 +88,16 @@ def build_bundle(root: Path) -> FitBundle:
                                          si.observations, si.families, oc)
     cells = cell_predictions(draws, si.families, si.observations, si.states, eligible, oc,
                              family_score_scales(si.families, None))
+    gates, skills, deviations = gate_and_skill_tables(si, draws, fit_dir, oc)
     tables = {
         "difficulty_bounds": stamp(difficulty_bounds(draws, si.families, si.observations, si.states, eligible, oc)),
         "reliability_grades": stamp(reliability_grades(draws, si.families, si.observations, si.states, oc)),
         "dimensionality_test": stamp(summary),
         "dimensionality_pairs": stamp(pairs),
         "cell_predictions": stamp(cells),
+        "headline_gates": stamp(gates),
+        "skill_scores": stamp(skills),
+        "skill_deviations": stamp(deviations),
         **{name: stamp(frame) for name, frame in validation_tables(si, rng).items()},
         "source_snapshots": pd.DataFrame({
             "source": ["epoch_hub", "epoch_hub", "swe_bench"], "url": ["https://e/x.zip"] * 2 + ["https://s/l.json"],
@@ -105,6 +111,30 @@ def build_bundle(root: Path) -> FitBundle:
             "rows_kept": [450, 260], "rows_excluded": [50, 40], "config_fingerprint": ["c0ffee", "c0ffee"]}),
     }
     return FitBundle(fit_dir, data_sha256, tables)
+
+
+def gate_and_skill_tables(si, draws, fit_dir: Path, oc: dict):
+    """headline_gates (publish.yaml's rule, one lineage shared by two families so the rule bites) and the skill
+    tables (deviation sd fixed, few draws: the statistics are tested in tests/outputs/test_skill_scores.py)."""
+    from atlas_assets.model.fit_process import read_table
+    from atlas_assets.outputs.skill_scores import skill_scores
+    from atlas_assets.publish.config import load_publish_config
+    from atlas_assets.publish.gates import headline_gates
+
+    families = si.families["family"].tolist()
+    membership = pd.DataFrame({"family": families, "category": list(CATEGORIES[:len(families)]), "basis": "fixture"})
+    states = read_table(fit_dir / "state_scores.parquet")
+    # the synthetic posterior is narrow and every state broad: a stricter rule than publish.yaml's, so some fail
+    width = float((states["display_upper"] - states["display_lower"]).median())
+    rule = {**load_publish_config()["headline_gate"], "lineages": {families[0]: "suite", families[3]: "suite"},
+            "routes": {"breadth": {"min_families": 6, "min_categories": 2, "one_of_categories": ["reasoning"]},
+                       "precision": {"min_families": 3, "max_interval_width": width}}}
+    gates = headline_gates(states, si.observations, membership, read_table(fit_dir / "model_scores.parquet"), rule)
+    taus = pd.DataFrame({"category": sorted(set(membership["category"])), "deviation_sd": 0.2, "basis": "fixture",
+                         "n_states": 0, "log_score_by_sd": None})
+    skills, _ = skill_scores(draws.thin(40), si.families, si.observations, si.states, membership,
+                             oc["skill_scores"], 0.9, seed=3, taus=taus)
+    return gates, skills, taus
 
 
 def validation_tables(si, rng: np.random.Generator) -> dict[str, pd.DataFrame]:

@@ -61,7 +61,7 @@ def test_publication_and_report_through_dagster(home, bundle):
         checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
         assert checks == {"publication_current_verified": True, "publication_validation_present": True,
                           "publication_data_is_current": True, "publication_versions_readable": True,
-                          "report_matches_publication": True}
+                          "report_matches_publication": True, "publication_headlines_pass_the_gate": True}
         published = result.asset_materializations_for_node("publication")[0].metadata
         name = published["publication"].value
         assert published["new_version"].value is True and store.current_name(root) == name
@@ -73,10 +73,13 @@ def test_publication_and_report_through_dagster(home, bundle):
         assert shown["figure_leaderboard"].value.startswith("![leaderboard](data:image/png;base64,")
         assert {"figure_difficulty", "figure_reliability", "figure_calibration", "figure_forward"} <= set(shown)
 
-        # the same fit and tables again: no new version
+        # the same fit and tables again: no new version, nothing even collected, and the materialization says why
         again = run(instance, home, "publication")
         assert again.success, failure_text(again)
-        assert again.asset_materializations_for_node("publication")[0].metadata["new_version"].value is False
+        reused = again.asset_materializations_for_node("publication")[0].metadata
+        assert reused["new_version"].value is False and reused["refresh/recomputed"].value is False
+        assert reused["refresh/reason"].value.startswith("skipped: ")
+        assert reused["refresh/reason"].value.endswith(f"publication {name} stays current, nothing republished")
         assert store.list_versions(root) == [name] and store.current_name(root) == name
 
 

@@ -17,7 +17,8 @@ from atlas_assets.publish.config import load_publish_config
 from atlas_assets.publish.report import REPORT_FILE, REPORT_RECORD, build_report
 from tests.publish.fixtures import make_home
 
-SECTIONS = ["leaderboard", "beyond", "reasoning", "difficulty", "reliability", "calibration", "forward", "dimensionality", "method"]
+SECTIONS = ["leaderboard", "gates", "skills", "beyond", "reasoning", "difficulty", "reliability", "quality",
+            "comparability", "calibration", "forward", "dimensionality", "method"]
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -85,6 +86,12 @@ def test_report_has_every_section_and_its_images(full_report):
     assert record["content_sha256"] == store.read_manifest(folder)["content_sha256"]
 
 
+def test_report_notes_a_publication_without_quality_or_verdicts(full_report):
+    _, out, _ = full_report  # the fixture home has neither table: both are published empty
+    page = (out / REPORT_FILE).read_text()
+    assert "has no family_quality rows" in page and "has no comparability_verdicts rows" in page
+
+
 def test_report_leaderboard_numbers_equal_the_published_model_scores(full_report):
     folder, out, _ = full_report
     scores = pd.read_csv(folder / "model_scores.csv")
@@ -147,3 +154,36 @@ def test_the_report_says_where_every_capability_comes_from(tmp_path):
                     "fitted model, unknown setting (mixture over its settings)": 2}
     assert _score_paths(version, pd.DataFrame(), pd.DataFrame(), pd.DataFrame()) == [
         ["fitted (the main fit's posterior)", 3]]
+
+
+def test_report_lists_withheld_headlines_with_their_reason_and_leaves_them_off_the_leaderboard(full_report):
+    folder, out, _ = full_report
+    page = (out / REPORT_FILE).read_text()
+    gates = pd.read_csv(folder / "headline_gates.csv")
+    withheld = gates[gates["headline_state"] & ~gates["gate_pass"]]
+    assert len(withheld) > 0  # the fixture's rule bites
+    parser = TableRows("gate-withheld-table")
+    parser.feed(page)
+    rows = {row[0]: row for row in parser.rows if row}
+    assert set(rows) == set(withheld["model"])
+    for _, r in withheld.iterrows():
+        assert rows[r["model"]][-1] == r["reason"]
+    board = TableRows("leaderboard-table")
+    board.feed(page)
+    assert not {row[1] for row in board.rows if row} & set(withheld["model"])
+    models = pd.read_csv(folder / "model_scores.csv").set_index("model")
+    assert (models.loc[withheld["model"], "headline_status"] == "not enough evidence").all()
+
+
+def test_report_shows_the_published_skill_scores_per_category(full_report):
+    folder, out, _ = full_report
+    page = (out / REPORT_FILE).read_text()
+    skills = pd.read_csv(folder / "skill_scores.csv")
+    published = skills[skills["status"] == "published"]
+    for category, rows in published.groupby("category"):
+        parser = TableRows(f"skill-{category}-table")
+        parser.feed(page)
+        shown = [row for row in parser.rows if row]
+        best = rows.sort_values(["display_mean", "model"], ascending=[False, True]).iloc[0]
+        assert shown[0][:3] == [best["model"], best["reasoning_state"], f"{best['display_mean']:.1f}"]
+    assert f"{len(published)} skill scores of" in page

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb
+import pandas as pd
 import pytest
 import yaml
 
@@ -72,7 +73,15 @@ def test_every_fold_runs_as_a_partition_and_the_summary_scores_model_and_baselin
     env.pop("ATLAS_DUCKDB", None)
     fit_dir = production_fit(tmp_path, env)
     keys = fold_keys(load_validation_config(validation_yaml))
-    assert len(keys) == 9  # forward, forward_strict, forward_thin, masked_state, 2 masked, 2 family, 1 sensitivity
+    # forward, forward_strict, forward_thin, masked_state, 2 masked, 2 family, 1 sensitivity, active_panel, forward_active
+    assert len(keys) == 11
+    # the outputs' active panel of this fit (its asset reads dated raw rows; here: two families inactive)
+    families = sorted(pd.read_csv(fit_dir / "modeled_observations.csv")["family"].unique())
+    inactive = families[:2]
+    with duckdb.connect(str(home / "atlas.duckdb")) as conn:
+        panel = pd.DataFrame({"family": families, "active": [f not in inactive for f in families], "fit": fit_dir.name})
+        conn.register("panel", panel)
+        conn.execute("CREATE TABLE active_panel AS SELECT * FROM panel")
 
     folds = run(env, "python", "-m", "atlas_assets.validation.run_studies", "--no-publish")
     assert folds.returncode == 0, (folds.stdout + folds.stderr)[-5000:]
@@ -101,11 +110,23 @@ def test_every_fold_runs_as_a_partition_and_the_summary_scores_model_and_baselin
     # on data simulated from the model, the refit must predict far better than a family's average
     assert (atlas["crps"] < family_mean["crps"]).all(), cells
     assert (atlas["coverage_90"] > 0.6).all(), cells
+    # the active-panel variant: its refit drops the inactive families; forward on the active panel is scored beside
+    # the all-history forward study on exactly the same cells
+    active = metrics[metrics["study"].isin(["forward_active", "forward:active_cells"])].set_index(["study", "method"])
+    assert active.loc[("forward_active", "atlas"), "n_cells"] == active.loc[("forward:active_cells", "atlas"), "n_cells"] > 0
+    with duckdb.connect(str(home / "atlas.duckdb"), read_only=True) as conn:
+        scores = conn.execute("SELECT * FROM active_panel_scores").df()
+        dropped = conn.execute("SELECT n_dropped FROM validation_folds WHERE fold = 'active_panel'").fetchone()[0]
+    assert dropped == pd.read_csv(fit_dir / "modeled_observations.csv")["family"].isin(inactive).sum() > 0
+    assert scores["in_active_fit"].any() and scores["change"].notna().any()
     family = metrics[metrics["study"] == "family"]
     assert set(family["method"]) == {"atlas", "mean_standardized"}
     assert metrics.loc[metrics["study"] == "sensitivity", "max_rank_shift"].notna().all()
 
-    # a second run of a fold reuses its refit; a fold missing for the current fit blocks the summary
+    # a second run of an unchanged fold does nothing (atlas_assets/defs/refresh.py); once its rows are gone it
+    # recomputes and reuses its refit; a fold missing for the current fit blocks the summary
+    with duckdb.connect(str(home / "atlas.duckdb")) as conn:
+        conn.execute("DELETE FROM validation_folds WHERE fold = 'masked_0'")
     again = run(env, "python", "-m", "atlas_assets.validation.run_studies", "--folds", "masked_0", "--no-publish")
     assert again.returncode == 0, again.stderr[-3000:]
     with duckdb.connect(str(home / "atlas.duckdb")) as conn:

@@ -15,6 +15,7 @@ from dagster_duckdb import DuckDBResource
 
 from atlas_assets.clean import STAGE_BY_NAME, STAGE_NAMES, CleaningConfig, StageCounts, record_history, run_stage
 from atlas_assets.clean.verify import ledger_complete
+from atlas_assets.defs.refresh import StepInputs, StepRefresh, run_specification, table_version
 
 # Inputs owned by the ingest and registry stages (declared as deps, not imported).
 UPSTREAM = {
@@ -82,8 +83,21 @@ def build_stage_asset(stage_name: str) -> dg.AssetsDefinition:
             dg.AssetSpec(key, deps=UPSTREAM[stage.name], description=description, kinds={"duckdb", "sql"})
         )
 
+    outputs = [stage.name, *COMPANIONS.get(stage.name, {})]
+
     @dg.multi_asset(name=f"clean_{stage.name}", specs=specs, pool="duckdb", can_subset=False)
     def _stage(context, duckdb: DuckDBResource):
+        # unchanged upstream tables and fit specification (SQL, cleaning.yaml, the registries, the code): the
+        # tables this stage wrote last time are what it would write again
+        specification = {"fit_specification": run_specification(context.run_id, "fit")}
+        inputs = StepInputs.of(context, UPSTREAM[stage.name], specification)
+        refreshes = [StepRefresh(context, inputs, key) for key in outputs]
+        with duckdb.get_connection() as conn:
+            present = {row[0] for row in conn.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        reused = [r.reuse(still_there=set(outputs) <= present) for r in refreshes]
+        if all(reused):
+            yield from reused
+            return
         config = CleaningConfig.load()
         with duckdb.get_connection() as conn:
             counts = run_stage(conn, stage.name, config)
@@ -91,12 +105,12 @@ def build_stage_asset(stage_name: str) -> dg.AssetsDefinition:
             companion_rows = {
                 key: conn.execute(f'SELECT count(*) FROM "{key}"').fetchone()[0] for key in COMPANIONS.get(stage.name, {})
             }
+            versions = {key: table_version(conn, key) for key in outputs}
         context.log.info(f"{stage.name}: {counts.as_dict()}")
-        yield dg.MaterializeResult(
-            asset_key=stage.name, metadata={**stage_metadata(counts), "config_fingerprint": config.fingerprint()}
-        )
-        for key, n in companion_rows.items():
-            yield dg.MaterializeResult(asset_key=key, metadata={"dagster/row_count": int(n)})
+        yield refreshes[0].computed({**stage_metadata(counts), "config_fingerprint": config.fingerprint()},
+                                    versions[stage.name])
+        for refresh, (key, n) in zip(refreshes[1:], companion_rows.items()):
+            yield refresh.computed({"dagster/row_count": int(n)}, versions[key])
 
     return _stage
 
@@ -111,7 +125,12 @@ stage_assets = [build_stage_asset(name) for name in STAGE_NAMES]
     description="The one exclusion ledger (sql/07_audit_exclusions.sql): every row any clean stage dropped, once, "
     "with stage, reason code, source row keys and values. This asset summarizes it per stage and reason.",
 )
-def audit_exclusions(duckdb: DuckDBResource) -> dg.MaterializeResult:
+def audit_exclusions(context, duckdb: DuckDBResource) -> dg.MaterializeResult:
+    inputs = StepInputs.of(context, STAGE_NAMES, {"fit_specification": run_specification(context.run_id, "fit")})
+    refresh = StepRefresh(context, inputs)
+    reused = refresh.reuse()
+    if reused:
+        return reused
     with duckdb.get_connection() as conn:
         summary = conn.execute(
             "SELECT stage, reason, n_rows, n_source_rows FROM audit_exclusion_counts ORDER BY stage, n_rows DESC"
@@ -120,11 +139,9 @@ def audit_exclusions(duckdb: DuckDBResource) -> dg.MaterializeResult:
     summary["stage_order"] = summary["stage"].map({name: i for i, name in enumerate(STAGE_NAMES)})
     summary = summary.sort_values(["stage_order", "n_rows"], ascending=[True, False]).drop(columns="stage_order")
     per_stage = summary.groupby("stage", sort=False)["n_rows"].sum().to_dict()
-    return dg.MaterializeResult(
-        metadata={
-            "dagster/row_count": int(summary["n_rows"].sum()) if len(summary) else 0,
-            "by_stage_and_reason": dg.MetadataValue.md(summary.to_markdown(index=False)),
-            "excluded_per_stage": dg.MetadataValue.json({k: int(v) for k, v in per_stage.items()}),
-            **{k: v for k, v in verdict.metadata.items()},
-        }
-    )
+    return refresh.computed({
+        "dagster/row_count": int(summary["n_rows"].sum()) if len(summary) else 0,
+        "by_stage_and_reason": dg.MetadataValue.md(summary.to_markdown(index=False)),
+        "excluded_per_stage": dg.MetadataValue.json({k: int(v) for k, v in per_stage.items()}),
+        **{k: v for k, v in verdict.metadata.items()},
+    })

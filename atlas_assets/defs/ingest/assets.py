@@ -21,6 +21,7 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
+from atlas_assets.defs.refresh import DATA_VERSION_TAG, StepInputs, StepRefresh, run_specification, table_version
 from atlas_assets.ingest import aider, arcprize, epoch, swebench, tau2
 from atlas_assets.ingest.archive import ArchiveError
 from atlas_assets.ingest.bundles import BundleError, read_bundle
@@ -113,13 +114,15 @@ class LastGood:
 
 def _record_attempt(conn, spec: SourceSpec, run_id: str, *, url: str, retrieved_at: str, origin: str, status: str,
                     sha256: str | None = None, bytes_: int | None = None, changed: bool | None = None,
-                    parsed: ParseOutput | None = None, error: str | None = None) -> None:
+                    parsed: ParseOutput | None = None, error: str | None = None,
+                    rows: tuple[int | None, int | None] | None = None) -> None:
+    score_rows, audit_rows = rows or ((len(parsed.scores), len(parsed.audit)) if parsed else (None, None))
     conn.execute(
         """INSERT INTO source_snapshots (source, url, sha256, retrieved_at, origin, bytes, changed, parsed_ok,
                                          score_rows, audit_rows, error, run_id, status)
            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
         [spec.name, url, sha256, retrieved_at, origin, bytes_, changed, status in USABLE_STATUSES,
-         len(parsed.scores) if parsed else None, len(parsed.audit) if parsed else None, error, run_id, status],
+         score_rows, audit_rows, error, run_id, status],
     )
 
 
@@ -222,6 +225,44 @@ def _stage(conn, spec: SourceSpec, parsed: ParseOutput) -> None:
         raise
 
 
+def _record_documents(conn, spec: SourceSpec, fetched: FetchResult) -> None:
+    if fetched.documents:
+        conn.executemany(
+            "INSERT OR IGNORE INTO source_documents VALUES (?, ?, ?, ?, ?, ?)",
+            [[fetched.sha256, spec.name, d.name, d.url, d.sha256, d.bytes] for d in fetched.documents],
+        )
+
+
+def _reuse_staged_snapshot(context: dg.AssetExecutionContext, spec: SourceSpec, fetched: FetchResult,
+                           refresh: StepRefresh, duckdb: DuckDBResource) -> dg.MaterializeResult | None:
+    """The download has the bytes of the snapshot staged by the last materialization, which parsed cleanly under
+    the same specification (registry, parsers): parsing them again would stage the same rows. The attempt is
+    recorded as any other (freshness reads it); the staging tables stay as they are. None when any of that is
+    not so (then the snapshot is parsed)."""
+    earlier = refresh.previous
+    if earlier is None or not refresh.unchanged():
+        return None
+    status, staged = earlier.metadata.get("status"), earlier.metadata.get("snapshot_sha256")
+    if status is None or status.value != "parsed" or staged is None or staged.value != fetched.sha256:
+        return None
+    with duckdb.get_connection() as conn:
+        ensure_source_tables(conn)
+        _ensure_staging(conn, spec)
+        if table_version(conn, spec.staging_table, spec.cost_staging_table, spec.audit_table) != \
+                earlier.tags.get(DATA_VERSION_TAG):
+            return None  # the staging tables moved since (another run, or by hand): parse again
+        rows = conn.execute(
+            """SELECT score_rows, audit_rows FROM source_snapshots WHERE source = ? AND sha256 = ? AND status = 'parsed'
+               ORDER BY retrieved_at DESC, rowid DESC LIMIT 1""", [spec.name, fetched.sha256]).fetchone()
+        if rows is None:
+            return None
+        _record_attempt(conn, spec, context.run_id, url=fetched.url, retrieved_at=fetched.retrieved_at,
+                        origin=fetched.origin, status="parsed", sha256=fetched.sha256, bytes_=fetched.bytes,
+                        changed=fetched.changed, rows=rows)
+        _record_documents(conn, spec, fetched)
+    return refresh.reuse(what="its rows stay staged as they are", overrides=fetched.metadata())
+
+
 def build_source_asset(spec: SourceSpec) -> dg.AssetsDefinition:
     @dg.asset(
         name=spec.asset_name,
@@ -242,7 +283,18 @@ def build_source_asset(spec: SourceSpec) -> dg.AssetsDefinition:
             context.log.info(f"{spec.name}: {fetched.bytes} bytes from {fetched.origin}, sha256 {fetched.sha256}, changed={fetched.changed}")
         except FetchError as error:
             problem, status, attempt = str(error), "fetch_failed", error.attempt
+        except OSError as error:
+            # The download could not be stored (disk full, read-only folder): not bad input, so the run fails,
+            # naming what it was storing where; nothing was recorded or staged, earlier snapshots are untouched.
+            raise dg.Failure(description=f"{spec.name}: could not store the download of {spec.url} in the snapshot "
+                             f"store {fetcher.snapshot_dir}: {error}") from error
+        refresh = None
         if fetched is not None:
+            # the publication scope covers every parser and the whole registry (the cost columns' fields too)
+            refresh = StepRefresh(context, StepInputs({"download": fetched.sha256}, {
+                "publication_specification": run_specification(context.run_id, "publication")}))
+            if reused := _reuse_staged_snapshot(context, spec, fetched, refresh, duckdb):
+                return reused
             try:
                 parsed = spec.parse(spec.read(store, fetched.sha256), registry, fetched.sha256)
             except Exception as error:  # noqa: BLE001 - any parse failure of one source must not stop the others
@@ -269,11 +321,8 @@ def build_source_asset(spec: SourceSpec) -> dg.AssetsDefinition:
                 _record_attempt(conn, spec, context.run_id, url=spec.url, status=status, error=problem,
                                 retrieved_at=attempt.retrieved_at if attempt else utc_now(),
                                 origin=attempt.origin if attempt else ("mirror" if fetcher.mirror else "live"))
-            if fetched is not None and fetched.documents:
-                conn.executemany(
-                    "INSERT OR IGNORE INTO source_documents VALUES (?, ?, ?, ?, ?, ?)",
-                    [[fetched.sha256, spec.name, d.name, d.url, d.sha256, d.bytes] for d in fetched.documents],
-                )
+            if fetched is not None:
+                _record_documents(conn, spec, fetched)
             if problem is not None:
                 context.log.warning(problem)
 
@@ -301,6 +350,8 @@ def build_source_asset(spec: SourceSpec) -> dg.AssetsDefinition:
             staged = conn.execute(f"SELECT count(*) FROM {spec.staging_table}").fetchone()[0]
             staged_costs = conn.execute(f"SELECT count(*) FROM {spec.cost_staging_table}").fetchone()[0]
             audit_rows = conn.execute(f"SELECT count(*) FROM {spec.audit_table}").fetchone()[0]
+            # what was staged, not what was downloaded: the same snapshot (or the same fallback) keeps the version
+            staged_version = table_version(conn, spec.staging_table, spec.cost_staging_table, spec.audit_table)
 
         metadata: dict[str, object] = {
             "snapshot_sha256": parsed.snapshot_sha256 or "none",
@@ -323,7 +374,9 @@ def build_source_asset(spec: SourceSpec) -> dg.AssetsDefinition:
         }
         if fetched is not None:
             metadata.update(fetched.metadata())
-        return dg.MaterializeResult(metadata=metadata)
+        if refresh is not None:  # a download: the next run may find the same bytes staged
+            return refresh.computed(metadata, data_version=staged_version)
+        return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(staged_version))
 
     return source_scores
 
@@ -367,8 +420,10 @@ def raw_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.
         n_ids = conn.execute("SELECT count(DISTINCT model_id) FROM raw_scores").fetchone()[0]
         snapshots = dict(conn.execute("SELECT source, any_value(snapshot_sha256) FROM raw_scores GROUP BY 1").fetchall())
         reasons = count_by(conn, "audit_ingest", "reason")
-    context.log.info(f"raw_scores: {total} rows from {per_source}; {audit_total} audit rows")
+        version = table_version(conn, "raw_scores", "audit_ingest")
+    context.log.info(f"raw_scores: {total} rows from {per_source}; {audit_total} audit rows; content {version[:12]}")
     return dg.MaterializeResult(
+        data_version=dg.DataVersion(version),
         metadata={
             "dagster/row_count": total,
             "rows_per_source": dg.MetadataValue.json(per_source),
@@ -402,8 +457,10 @@ def raw_costs(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.M
         audited = dict(conn.execute(
             f"SELECT reason, count(*) FROM ({staged_audit}) WHERE reason IN ('zero_cost_unknown', 'negative_cost', "
             "'cost_without_task_count') GROUP BY 1 ORDER BY 1").fetchall())
+        version = table_version(conn, "raw_costs")
     context.log.info(f"raw_costs: {total} rows from {per_source}; costs audited at parse: {audited}")
     return dg.MaterializeResult(
+        data_version=dg.DataVersion(version),
         metadata={
             "dagster/row_count": total,
             "rows_per_source": dg.MetadataValue.json(per_source),

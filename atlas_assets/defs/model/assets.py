@@ -19,6 +19,7 @@ from dagster_duckdb import DuckDBResource
 
 from atlas_assets import settings
 from atlas_assets.defs.fit_folders import fit_in_subprocess
+from atlas_assets.defs.refresh import asset_refresh, tables_exist
 from atlas_assets.model.diagnostics import failure_reasons
 from atlas_assets.model.stan_data import build_stan_data, load_model_config
 from atlas_assets.model.publishable import UnpublishableFit, require_publishable_fit
@@ -76,6 +77,12 @@ def _sampler_overrides(config: FitConfig) -> dict:
     description="The Stan data: modeled_observations in Stan order, with index maps naming every model, state and family.",
 )
 def stan_data(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
+    refresh = asset_refresh(context, "fit")
+    earlier = refresh.previous.metadata.get("observations_path") if refresh.previous is not None else None
+    with duckdb.get_connection() as conn:
+        present = tables_exist(conn, "model_index_states", "model_index_models", "model_index_families")
+    if reused := refresh.reuse(still_there=present and earlier is not None and Path(earlier.value).exists()):
+        return reused
     with duckdb.get_connection() as conn:
         observations = conn.execute("SELECT * FROM modeled_observations").df()
     config = load_model_config()
@@ -93,7 +100,9 @@ def stan_data(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.M
         replace_rows(conn, "model_index_families", stan_input.families, create=True)
     (folder / "fingerprint.json").write_text(json.dumps({"data_sha256": data_hash, "spec_sha256": spec_hash}))
     data = stan_input.data
-    return dg.MaterializeResult(
+    # the version names the fit folder's first two parts: the modeled data and the specification
+    return refresh.computed(
+        data_version=f"{data_hash[:16]}-{spec_hash[:16]}",
         metadata={
             "data_sha256": data_hash,
             "spec_sha256": spec_hash,
@@ -145,18 +154,26 @@ def capability_fit(
     if changes:
         context.log.info(f"specification changed since the last fit: {changes}")
 
-    if (final / "fit_summary.json").exists() and not config.force_refit:
+    refresh = asset_refresh(context, "fit", settings={"sampler_settings": settings_tag})
+    done = (final / "fit_summary.json").exists()
+    if reused := refresh.reuse(
+            still_there=done, force=config.force_refit,
+            what=f"modeled_observations data hash {fingerprint['data_sha256'][:12]} and specification "
+                 f"{fingerprint['spec_sha256'][:12]} are those of fit {name}, which stays current"):
+        return reused
+    if done and not config.force_refit:
         summary = json.loads((final / "fit_summary.json").read_text())
         context.log.info(f"data and specification unchanged: reusing the fit in {final}")
-        return dg.MaterializeResult(metadata={**common, "reused": True, "engine": summary["engine"], "passes": summary["passes"]})
+        return refresh.computed({**common, "reused": True, "engine": summary["engine"], "passes": summary["passes"]},
+                                data_version=final.name)
 
     result, destination, summary = fit_in_subprocess(
         context, pipes_subprocess_client, module="atlas_assets.model.fit_process", observations_path=observations_path,
         final=final, fingerprint=fingerprint, specification=json.dumps(manifest, indent=1, sort_keys=True),
         options=overrides.get("sampler", {}), what="fit")
     common["fit_dir"] = dg.MetadataValue.path(str(destination))
-    return dg.MaterializeResult(metadata={**result.metadata, **common, "reused": False, "out_dir": str(destination),
-                                          "engine": summary["engine"], "passes": summary["passes"]})
+    return refresh.computed({**result.metadata, **common, "reused": False, "out_dir": str(destination),
+                             "engine": summary["engine"], "passes": summary["passes"]}, data_version=destination.name)
 
 
 def _read_json(path: Path) -> dict | None:
@@ -185,6 +202,11 @@ def _fit_dir(context: dg.AssetExecutionContext) -> Path:
     "divergences; E-BFMI. Its blocking checks stop every publication downstream when the fit fails them.",
 )
 def fit_diagnostics(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
+    refresh = asset_refresh(context, "fit", reads_fit=True)
+    with duckdb.get_connection() as conn:
+        present = tables_exist(conn, "fit_diagnostics")
+    if reused := refresh.reuse(still_there=present):
+        return reused
     fit_dir = _fit_dir(context)
     diagnostics = json.loads((fit_dir / "diagnostics.json").read_text())
     failures = failure_reasons(diagnostics)
@@ -196,7 +218,7 @@ def fit_diagnostics(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -
     rows["fit_dir"] = str(fit_dir)
     with duckdb.get_connection() as conn:
         replace_rows(conn, "fit_diagnostics", rows, create=True)
-    return dg.MaterializeResult(
+    return refresh.computed(
         metadata={
             "fit_dir": dg.MetadataValue.path(str(fit_dir)),
             "passes": bool(diagnostics["passes"]),
@@ -219,6 +241,11 @@ def fit_diagnostics(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -
     "90% intervals, rank probabilities and evidence; shared reasoning effects; family difficulty and discrimination.",
 )
 def capability_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
+    refresh = asset_refresh(context, "fit", reads_fit=True)
+    with duckdb.get_connection() as conn:
+        present = tables_exist(conn, *SCORE_TABLES.values())
+    if reused := refresh.reuse(still_there=present):
+        return reused
     fit_dir = _fit_dir(context)
     try:
         require_publishable_fit(fit_dir, specification_fingerprint())
@@ -234,7 +261,7 @@ def capability_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource)
     top = models.sort_values("display_mean", ascending=False).head(15)[
         ["model", "headline_state", "display_mean", "display_lower", "display_upper", "p_rank1", "n_families"]
     ]
-    return dg.MaterializeResult(
+    return refresh.computed(
         metadata={
             "fit_dir": dg.MetadataValue.path(str(fit_dir)),
             "models": len(models),

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 from dagster_duckdb import DuckDBResource
 
+from atlas_assets.defs.refresh import asset_refresh, tables_exist
 from atlas_assets.model.publishable import UnpublishableFit, require_publishable_fit
 from atlas_assets.spec import specification_fingerprint
 from atlas_assets.storage import replace_rows, replace_tables
@@ -85,13 +86,18 @@ def _stamp(frame: pd.DataFrame, fit_dir: Path) -> pd.DataFrame:
 def difficulty_bounds(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
     from atlas_assets.outputs.difficulty import difficulty_bounds as compute
 
+    refresh = asset_refresh(context, "publication", reads_fit=True)
+    with duckdb.get_connection() as conn:
+        present = tables_exist(conn, 'difficulty_bounds')
+    if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
+        return reused
     fit_dir, loaded, draws, cfg, eligible = publishable_inputs(context)
     si = loaded.stan_input
     table = _stamp(compute(draws, si.families, si.observations, si.states, eligible, cfg), fit_dir)
     with duckdb.get_connection() as conn:
         replace_rows(conn, "difficulty_bounds", table, create=True)
     flagged = table[table["bound"].notna()]
-    return dg.MaterializeResult(metadata={
+    return refresh.computed({
         "fit_dir": dg.MetadataValue.path(str(fit_dir)),
         "families": len(table),
         "flagged_as_bounds": len(flagged),
@@ -117,13 +123,18 @@ def difficulty_bounds(context: dg.AssetExecutionContext, duckdb: DuckDBResource)
 def reliability_grades(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
     from atlas_assets.outputs.reliability import reliability_grades as compute
 
+    refresh = asset_refresh(context, "publication", reads_fit=True)
+    with duckdb.get_connection() as conn:
+        present = tables_exist(conn, 'reliability_grades')
+    if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
+        return reused
     fit_dir, loaded, draws, cfg, _ = publishable_inputs(context)
     si = loaded.stan_input
     table = _stamp(compute(draws, si.families, si.observations, si.states, cfg), fit_dir)
     with duckdb.get_connection() as conn:
         replace_rows(conn, "reliability_grades", table, create=True)
     counts = table["grade"].fillna("ungraded").value_counts().to_dict()
-    return dg.MaterializeResult(metadata={
+    return refresh.computed({
         "fit_dir": dg.MetadataValue.path(str(fit_dir)),
         "families": len(table),
         "grades": dg.MetadataValue.json({g: int(counts.get(g, 0)) for g in ("A", "B", "C", "D", "ungraded")}),
@@ -147,6 +158,11 @@ def reliability_grades(context: dg.AssetExecutionContext, duckdb: DuckDBResource
 def dimensionality_test(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
     from atlas_assets.outputs.dimensionality import dimensionality_test as compute
 
+    refresh = asset_refresh(context, "publication", reads_fit=True)
+    with duckdb.get_connection() as conn:
+        present = tables_exist(conn, 'dimensionality_test', 'dimensionality_pairs')
+    if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
+        return reused
     fit_dir, loaded, draws, cfg, _ = publishable_inputs(context)
     si = loaded.stan_input
     if draws.mu_obs is None or draws.u_rep is None:
@@ -158,7 +174,7 @@ def dimensionality_test(context: dg.AssetExecutionContext, duckdb: DuckDBResourc
     with duckdb.get_connection() as conn:
         replace_tables(conn, {"dimensionality_test": summary, "dimensionality_pairs": pairs})
     row = summary.iloc[0]
-    return dg.MaterializeResult(metadata={
+    return refresh.computed({
         "fit_dir": dg.MetadataValue.path(str(fit_dir)),
         "pairs": int(row["n_pairs"]),
         "replicates": int(row["n_replicates"]),
@@ -191,6 +207,11 @@ def cell_predictions(context: dg.AssetExecutionContext, duckdb: DuckDBResource) 
     from atlas_assets.outputs.cell_predictions import cell_predictions as compute
     from atlas_assets.outputs.cell_predictions import family_score_scales
 
+    refresh = asset_refresh(context, "publication", reads_fit=True, also=("registry_benchmarks",))
+    with duckdb.get_connection() as conn:
+        present = tables_exist(conn, 'cell_predictions')
+    if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
+        return reused
     fit_dir, loaded, draws, cfg, eligible = publishable_inputs(context)
     si = loaded.stan_input
     scales = family_score_scales(si.families, _registry_benchmarks(duckdb))
@@ -199,7 +220,7 @@ def cell_predictions(context: dg.AssetExecutionContext, duckdb: DuckDBResource) 
         replace_rows(conn, "cell_predictions", table, create=True)
     observed = table[table["observed"]]
     tail = float(cfg["cell_predictions"]["ppp_tail"])
-    return dg.MaterializeResult(metadata={
+    return refresh.computed({
         "fit_dir": dg.MetadataValue.path(str(fit_dir)),
         "cells": len(table),
         "predicted_cells": int((~table["observed"]).sum()),

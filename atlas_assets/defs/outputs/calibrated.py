@@ -26,6 +26,7 @@ from dagster_duckdb import DuckDBResource
 
 from atlas_assets.defs.outputs.assets import _md, _registry_benchmarks, _stamp, publishable_inputs
 from atlas_assets.defs.outputs.predicted_states import _registry
+from atlas_assets.defs.refresh import asset_refresh, tables_exist
 from atlas_assets.storage import replace_tables
 
 OBSERVATION_COLUMNS = "model, reasoning_state, family, kind, u, correct, items, floor"
@@ -83,6 +84,12 @@ def calibrated_states(context: dg.AssetExecutionContext, duckdb: DuckDBResource)
     from atlas_assets.outputs import calibrate as cal_mod
     from atlas_assets.outputs.cell_predictions import family_score_scales
 
+    refresh = asset_refresh(context, "publication", reads_fit=True,
+                            also=("family_observations", "registry_models", "audit_exclusions", "registry_benchmarks"))
+    with duckdb.get_connection() as conn:
+        present = tables_exist(conn, 'calibrated_states', 'calibrated_cell_predictions', 'calibrated_exclusions')
+    if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
+        return reused
     fit_dir, loaded, draws, cfg, eligible = publishable_inputs(context)
     si, model_cfg = loaded.stan_input, loaded.config
     reasoning = cal_mod.reasoning_draws_from_fit(loaded).thin(int(cfg["draws"]["max_draws"]))
@@ -117,7 +124,7 @@ def calibrated_states(context: dg.AssetExecutionContext, duckdb: DuckDBResource)
     with duckdb.get_connection() as conn:
         replace_tables(conn, tables)
     n_models = int(states["model"].nunique()) if len(states) else 0
-    return dg.MaterializeResult(metadata={
+    return refresh.computed({
         "fit_dir": dg.MetadataValue.path(str(fit_dir)),
         "calibrated_states": len(states),
         "calibrated_models": n_models,

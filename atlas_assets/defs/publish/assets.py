@@ -10,11 +10,13 @@ only the files of the current publication and writes its HTML page and PNGs besi
 """
 
 import base64
+from pathlib import Path
 
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from atlas_assets.defs.outputs.assets import publishable_fit_dir
+from atlas_assets.defs.refresh import asset_refresh, tables_exist, table_version
 
 
 def _md_table(headers: list[str], rows: list[list]) -> dg.MetadataValue:
@@ -25,7 +27,8 @@ def _md_table(headers: list[str], rows: list[list]) -> dg.MetadataValue:
 
 @dg.asset(
     deps=["capability_scores", "difficulty_bounds", "reliability_grades", "dimensionality_test", "cell_predictions",
-          "calibrated_states", "predicted_states", "cost_index", "cost_frontier",
+          "calibrated_states", "predicted_states", "reference_scores", "active_panel", "cost_index", "cost_frontier",
+          "family_quality", "comparability_verdicts", "skill_scores", "headline_gates",
           "validation_summary"],
     pool="duckdb",
     kinds={"duckdb", "python"},
@@ -38,10 +41,22 @@ def _md_table(headers: list[str], rows: list[list]) -> dg.MetadataValue:
     "published twice.",
 )
 def publication(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
-    from atlas_assets.publish.artifacts import PublicationRefused, collect_publication
+    from atlas_assets.publish.artifacts import ARTIFACTS, PublicationRefused, collect_publication
     from atlas_assets.publish.config import load_publish_config
-    from atlas_assets.publish.store import list_versions, publications_root, publish
+    from atlas_assets.publish.store import current_name, list_versions, publications_root, publish, verify_publication
 
+    # what it would publish: the fit folder, and the content of every table it reads (also when written by hand)
+    with duckdb.get_connection() as conn:
+        tables = [a.name for a in ARTIFACTS if a.source != "fit_folder" and tables_exist(conn, a.name)]
+        contents = {f"table {name}": table_version(conn, name) for name in tables}
+    refresh = asset_refresh(context, "publication", reads_fit=True, also=contents, versions=contents)
+    earlier = refresh.previous.metadata.get("publication") if refresh.previous is not None else None
+    root = publications_root()
+    current = current_name(root)
+    intact = earlier is not None and current == earlier.value and not verify_publication(root / current)
+    if reused := refresh.reuse(still_there=intact, what=f"publication {current} stays current, nothing republished",
+                               overrides={"new_version": False, "pointer_moved": False}):
+        return reused
     fit_dir = publishable_fit_dir(context)
     cfg = load_publish_config()
     refusal = None
@@ -62,7 +77,8 @@ def publication(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg
                          + (", pointer moved to it" if outcome.pointer_moved else ""))
     manifest = outcome.manifest
     artifacts = manifest["artifacts"]
-    return dg.MaterializeResult(metadata={
+    # the version folder's name: a new version (even of identical content, after a damaged one) is new data
+    return refresh.computed(data_version=outcome.name, metadata={
         "publication": outcome.name,
         "folder": dg.MetadataValue.path(str(outcome.folder)),
         "new_version": outcome.created,
@@ -92,8 +108,16 @@ def publication(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg
 def report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
     from atlas_assets.publish.config import load_publish_config
     from atlas_assets.publish.report import REPORT_FILE, build_report
-    from atlas_assets.publish.store import NoPublication, current_folder, install_report, publications_root, verify_publication
+    from atlas_assets.publish.store import (NoPublication, current_folder, current_name, install_report,
+                                            publications_root, verify_publication)
 
+    refresh = asset_refresh(context, "publication")
+    page = refresh.previous.metadata.get("report") if refresh.previous is not None else None
+    shown = refresh.previous.metadata.get("publication") if refresh.previous is not None else None
+    in_place = (page is not None and Path(page.value).exists() and shown is not None
+                and shown.value == current_name(publications_root()))
+    if reused := refresh.reuse(still_there=in_place, what="its page of the current publication is in place"):
+        return reused
     try:
         version = current_folder(publications_root())
     except NoPublication as missing:
@@ -111,7 +135,7 @@ def report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         f"figure_{name}": dg.MetadataValue.md(f"![{name}](data:image/png;base64,{base64.b64encode(png).decode()})")
         for name, png in result.images.items()
     }
-    return dg.MaterializeResult(metadata={
+    return refresh.computed({
         "report": dg.MetadataValue.path(str(page)),
         "report_url": dg.MetadataValue.url(page.resolve().as_uri()),
         "publication": result.publication,

@@ -115,3 +115,37 @@ def report_matches_publication() -> dg.AssetCheckResult:
     return dg.AssetCheckResult(passed=not problems, metadata={
         "publication": folder.name, "images": len(record.get("images", [])), "notes": dg.MetadataValue.json(record.get("notes")),
         "problems": dg.MetadataValue.json(problems)})
+
+
+@dg.asset_check(asset="publication", blocking=True, description="The gate is applied in the current publication: "
+                "every published headline in model_scores is a state that passes headline_gates, every state in "
+                "state_scores carries the gate's verdict (published / not enough evidence), and each withheld one "
+                "its reason.")
+def publication_headlines_pass_the_gate() -> dg.AssetCheckResult:
+    import pandas as pd
+
+    from atlas_assets.publish.gates import FAIL, PASS
+
+    folder, failed = _current()
+    if failed:
+        return failed
+    gates = pd.read_csv(folder / "headline_gates.csv", keep_default_na=False, na_values=[""])
+    models = pd.read_csv(folder / "model_scores.csv")
+    states = pd.read_csv(folder / "state_scores.csv")
+    verdict = dict(zip(zip(gates["model"], gates["reasoning_state"]), gates["gate_pass"].astype(bool)))
+    problems = []
+    shown = models[models["headline_status"] == PASS]
+    bad = [m for m, s in zip(shown["model"], shown["headline_state"]) if not verdict.get((m, s), False)]
+    if bad:
+        problems.append(f"published headlines whose state fails the gate: {bad[:10]}")
+    if "headline_gate" not in states.columns:
+        problems.append("state_scores carries no headline_gate column")
+    else:
+        expected = [PASS if verdict.get(k) else FAIL for k in zip(states["model"], states["reasoning_state"])]
+        if list(states["headline_gate"]) != expected:
+            problems.append("state_scores' headline_gate disagrees with headline_gates")
+        if states.loc[states["headline_gate"] == FAIL, "headline_gate_reason"].isna().any():
+            problems.append("a withheld state without its reason in state_scores")
+    return dg.AssetCheckResult(passed=not problems, metadata={
+        "published_headlines": len(shown), "withheld_headlines": int((models["headline_status"] == FAIL).sum()),
+        "problems": dg.MetadataValue.json(problems)})

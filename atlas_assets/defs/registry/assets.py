@@ -4,6 +4,7 @@
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
+from atlas_assets.defs.refresh import table_version
 from atlas_assets.registry.benchmarks import load_benchmark_registry
 from atlas_assets.registry.model_ids import build_model_registry
 from atlas_assets.storage import count_by, ensure_source_tables, replace_rows
@@ -26,7 +27,9 @@ def registry_benchmarks(context: dg.AssetExecutionContext, duckdb: DuckDBResourc
         families = conn.execute("SELECT count(DISTINCT family) FROM registry_benchmarks").fetchone()[0]
         roles = count_by(conn, "registry_benchmarks", "role")
         kinds = count_by(conn, "registry_benchmarks", "kind")
+        version = table_version(conn, "registry_benchmarks", "registry_files", "registry_columns")
     return dg.MaterializeResult(
+        data_version=dg.DataVersion(version),
         metadata={
             "registry_version": registry.version,
             "dagster/row_count": len(registry.benchmarks),
@@ -61,7 +64,9 @@ def registry_model_ids(context: dg.AssetExecutionContext, duckdb: DuckDBResource
         unmapped = conn.execute(
             "SELECT count(*) FROM registry_model_ids WHERE model IS NULL OR reasoning_state IS NULL"
         ).fetchone()[0]
+        version = table_version(conn, "registry_model_ids", "registry_models", "audit_registry")
     return dg.MaterializeResult(
+        data_version=dg.DataVersion(version),
         metadata={
             "dagster/row_count": len(model_ids),
             "models": len(models),

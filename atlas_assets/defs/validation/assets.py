@@ -23,11 +23,13 @@ from dagster_duckdb import DuckDBResource
 
 from atlas_assets import settings
 from atlas_assets.defs.outputs.assets import publishable_fit_dir
+from atlas_assets.defs.refresh import asset_refresh, partitioned_data_version, tables_exist
 from atlas_assets.storage import replace_partition, replace_tables
 from atlas_assets.validation.config import load_validation_config
-from atlas_assets.validation.splits import fold_keys
+from atlas_assets.validation.splits import ACTIVE_STUDIES, fold_keys, study_of
 
-FOLD_TABLES = ["validation_folds", "validation_predictions", "validation_family_ranks", "validation_sensitivity"]
+FOLD_TABLES = ["validation_folds", "validation_predictions", "validation_family_ranks", "validation_sensitivity",
+               "active_panel_scores"]
 
 validation_partitions = dg.StaticPartitionsDefinition(fold_keys(load_validation_config()))
 
@@ -71,7 +73,7 @@ def _md(frame: pd.DataFrame, rows: int = 30) -> dg.MetadataValue:
 
 
 @dg.asset(
-    deps=["capability_scores"],
+    deps=["capability_scores", "active_panel"],
     partitions_def=validation_partitions,
     # no "duckdb" pool: a fold samples for a minute or more and writes for milliseconds; folds run in
     # parallel (a backfill), and their one write retries while another process holds the file's lock
@@ -86,12 +88,22 @@ def validation_fold(context: dg.AssetExecutionContext, duckdb: DuckDBResource,
     from atlas_assets.validation.folds import run_fold
 
     fold = context.partition_key
+    refresh = asset_refresh(context, "publication", partition=fold, reads_fit=True)
+    if refresh.unchanged():
+        with duckdb.get_connection() as conn:
+            done = tables_exist(conn, "validation_folds") and conn.execute(
+                "SELECT count(*) FROM validation_folds WHERE fold = ?", [fold]).fetchone()[0] > 0
+        if reused := refresh.reuse(still_there=done, what=f"fold {fold}'s rows are in place"):
+            return reused
     fit_dir = production_fit(context)
     cfg = load_validation_config()
+    if study_of(fold) in ACTIVE_STUDIES:
+        cfg["active_panel"]["families"] = _active_families(duckdb, fit_dir.name)
     result = run_fold(fold, fit_dir, cfg, validation_dir() / fit_dir.name,
                       fitter=pipes_fitter(context, pipes_subprocess_client), log=context.log.info)
     frames = {"validation_folds": pd.DataFrame([result.info]), "validation_predictions": result.predictions,
-              "validation_family_ranks": result.family_ranks, "validation_sensitivity": result.sensitivity}
+              "validation_family_ranks": result.family_ranks, "validation_sensitivity": result.sensitivity,
+              "active_panel_scores": result.active_scores}
     for name, frame in frames.items():
         if not frame.empty:
             frame["fold"] = fold
@@ -103,11 +115,24 @@ def validation_fold(context: dg.AssetExecutionContext, duckdb: DuckDBResource,
         from atlas_assets.validation.summary import cell_study_metrics
 
         metadata["metrics"] = _md(cell_study_metrics(result.predictions, [float(x) for x in cfg["intervals"]]))
-    for name in ("family_ranks", "sensitivity"):
+    for name in ("family_ranks", "sensitivity", "active_scores"):
         frame = getattr(result, name)
         if len(frame):
             metadata[name] = _md(frame)
-    return dg.MaterializeResult(metadata=metadata)
+    return refresh.computed(metadata)
+
+
+def _active_families(duckdb: DuckDBResource, fit: str) -> list[str]:
+    """The active families of the production fit (the outputs' active_panel table), or dg.Failure."""
+    with duckdb.get_connection() as conn:
+        try:
+            rows = conn.execute("SELECT family FROM active_panel WHERE fit = ? AND active ORDER BY 1", [fit]).fetchall()
+        except duckdb_module.CatalogException:
+            rows = []
+    if not rows:
+        raise dg.Failure(description=f"the active-panel folds need the active families of fit {fit}: materialize "
+                         "active_panel (group outputs) for it first")
+    return [family for (family,) in rows]
 
 
 def _read(conn, table: str, fit: str) -> pd.DataFrame:
@@ -130,8 +155,15 @@ def _read(conn, table: str, fit: str) -> pd.DataFrame:
 def validation_summary(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
     from atlas_assets.validation.summary import CELL_STUDIES, held_out_skill, validation_metrics
 
-    fit_dir = production_fit(context)
     cfg = load_validation_config()
+    # one version for all folds: the summary reads every partition
+    folds_version = partitioned_data_version(context.instance, dg.AssetKey("validation_fold"), fold_keys(cfg))
+    refresh = asset_refresh(context, "publication", versions={"validation_fold": folds_version}, reads_fit=True)
+    with duckdb.get_connection() as conn:
+        present = tables_exist(conn, "validation_metrics", "validation_family_skill")
+    if reused := refresh.reuse(still_there=present):
+        return reused
+    fit_dir = production_fit(context)
     with duckdb.get_connection() as conn:
         tables = {name: _read(conn, name, fit_dir.name) for name in FOLD_TABLES}
         reliability = _read(conn, "reliability_grades", fit_dir.name)
@@ -154,7 +186,7 @@ def validation_summary(context: dg.AssetExecutionContext, duckdb: DuckDBResource
         replace_tables(conn, {"validation_metrics": metrics, "validation_family_skill": skill})
     folds = tables["validation_folds"]
     cells = metrics[metrics["study"].isin(CELL_STUDIES)]
-    return dg.MaterializeResult(metadata={
+    return refresh.computed({
         "production_fit": dg.MetadataValue.path(str(fit_dir)),
         "folds": len(folds),
         "refit_sample_seconds": float(folds["sample_seconds"].sum()),
