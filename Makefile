@@ -23,13 +23,15 @@ export ATLAS_MIRROR
 
 setup: $(VENV)/.synced $(CMDSTAN_STAMP) system-packages
 
-# Debian packages the tests drive: chromium (the browser test, tests/ui) and the PostgreSQL server (the
-# storage test, tests/ops). Installed with apt-get only when missing (root and apt-get needed); elsewhere
-# setup says so and those tests skip, naming why. REQUIRE_SYSTEM_PACKAGES=1 (.ci/run) makes that an error.
+# Debian packages the tests drive: chromium (the browser test, tests/ui), the PostgreSQL server (the
+# storage test, tests/ops) and redis-server (the Celery broker of the executor test, tests/ops). Installed
+# with apt-get only when missing (root and apt-get needed); elsewhere setup says so and those tests skip,
+# naming why. REQUIRE_SYSTEM_PACKAGES=1 (.ci/run) makes that an error.
 system-packages:
 	@missing=""; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium fonts-dejavu-core"; \
 	ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	[ -x /usr/bin/redis-server ] || missing="$$missing redis-server"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	  echo "setup: installing Debian packages:$$missing"; \

@@ -6,6 +6,7 @@ import dagster as dg
 
 from atlas_assets.defs import clean, cost, ingest, model, outputs, publish, registry, validation
 from atlas_assets.defs.alerts import run_failure_alerts
+from atlas_assets.defs.executors import validation_executor
 from atlas_assets.resources import build_resources
 
 # Stage packages in pipeline order; each module inside defines assets and the checks beside them.
@@ -36,9 +37,11 @@ cost_job = dg.define_asset_job(
     description="The cost model on the latest ingest and capability fit: cost observations, the cost fit and its gates, "
     "cost index and the capability-vs-cost frontier.",
 )
+# In process by default; on Celery workers with ATLAS_VALIDATION_EXECUTOR=celery (deploy/celery/, README).
 validation_job = dg.define_asset_job(
     "validation_job",
     selection=folds,
+    executor_def=validation_executor(),
     description="One validation fold (a partition): refit without its held-out cells and score model and baselines.",
 )
 publish_job = dg.define_asset_job(

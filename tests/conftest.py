@@ -64,3 +64,19 @@ def copy_real_run(real_run, home: Path) -> Path:
 
     shutil.copytree(real_run[0], home)
     return home
+
+
+@pytest.fixture(scope="session")
+def ui_server(tmp_path_factory):
+    """One real `dagster dev` for the whole session (tests/ui/server.py: the project's location and the test
+    location `broken_input`, a temporary instance and ATLAS_HOME, sources from the real mirror, a small
+    simulated panel for a fit), started the first time a test asks for it: starting one costs ~30 s."""
+    require_shared_data()
+    from tests.ui.server import UIServer, small_fit_state
+
+    work = tmp_path_factory.mktemp("ui")
+    home = work / "atlas_home"
+    model_yaml = small_fit_state(work, home)
+    server = UIServer(work, {"ATLAS_HOME": str(home), "ATLAS_MIRROR": str(MIRROR), "ATLAS_MODEL_CONFIG": str(model_yaml)})
+    yield server.start()
+    server.stop()

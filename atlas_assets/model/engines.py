@@ -40,10 +40,13 @@ fit in its own process (fit_process is the entry point for that).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
+import io
 import os
 import re
 import shutil
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -485,11 +488,9 @@ def _fit_cmdstanpy(stan_path, source, data, chains, warmup, draws, seed, init, a
     log(f"CmdStanPy: {'cached executable' if cached else 'compile took'} {compile_s:.1f}s")
 
     out_dir = Path(tempfile.mkdtemp(prefix="atlas_cmdstan_"))
-    stop = threading.Event()
-    watcher = threading.Thread(target=_watch_cmdstan_progress, args=(out_dir, warmup, log, stop), daemon=True)
-    watcher.start()
     t1 = time.perf_counter()
-    try:
+    # CmdStanPy buffers its per-chain stdout files until a chain ends; its console lines come as CmdStan prints them
+    with contextlib.redirect_stdout(CmdStanConsoleProgress(log, sys.stdout)):
         fit = model.sample(
             data=_jsonable(dict(data)),
             chains=chains,
@@ -503,13 +504,10 @@ def _fit_cmdstanpy(stan_path, source, data, chains, warmup, draws, seed, init, a
             save_warmup=save_warmup,
             output_dir=str(out_dir),
             show_progress=False,
-            show_console=False,
+            show_console=True,
             refresh=max(1, (warmup + draws) // 20),
             sig_figs=SIG_FIGS,
         )
-    finally:
-        stop.set()
-        watcher.join(timeout=2)
     sample_s = time.perf_counter() - t1
     n_warm = warmup if save_warmup else 0
     posterior = {}
@@ -529,21 +527,33 @@ def _fit_cmdstanpy(stan_path, source, data, chains, warmup, draws, seed, init, a
     return posterior, stats, (warm or None), compile_s, sample_s, cached, []
 
 
-def _watch_cmdstan_progress(out_dir: Path, warmup: int, log: LogFn, stop: threading.Event) -> None:
-    """Tail CmdStan's per-chain console files and report progress lines."""
-    it_re = re.compile(rb"Iteration:\s+(\d+)\s*/\s*(\d+)")
-    seen: dict[str, int] = {}
-    while not stop.wait(1.0):
-        for f in sorted(out_dir.glob("*stdout*.txt")):
-            try:
-                found = it_re.findall(f.read_bytes()[-4000:])
-            except OSError:
-                continue
-            if not found:
-                continue
-            i, n = map(int, found[-1])
-            if seen.get(f.name) != i:
-                seen[f.name] = i
-                chain = re.findall(r"_(\d+)-stdout", f.name)
-                phase = "warmup" if i <= warmup else "sampling"
-                log(f"chain {chain[0] if chain else f.name}: iteration {i}/{n} ({phase})")
+CMDSTAN_PROGRESS = re.compile(r"Chain \[(\d+)\] Iteration:\s*(\d+)\s*/\s*(\d+).*\((Warmup|Sampling)\)")
+
+
+class CmdStanConsoleProgress(io.TextIOBase):
+    """sys.stdout while CmdStanPy samples with `show_console`: each of its per-chain console lines
+    ("Chain [2] Iteration:  400 / 1750 [ 22%]  (Warmup)") becomes a progress log line
+    ("chain 2: iteration 400/1750 (warmup)") the moment CmdStan prints it. CmdStan's other console
+    lines are left out, as before (CmdStanPy keeps them in its per-chain stdout files); any other
+    text passes through to `passthrough`. Chains print from their own threads, and `print` writes a
+    line and its newline separately, so lines are assembled per thread."""
+
+    def __init__(self, log: LogFn, passthrough) -> None:
+        self._log = log
+        self._passthrough = passthrough
+        self._pending = threading.local()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        *lines, rest = (getattr(self._pending, "text", "") + text).split("\n")
+        self._pending.text = rest
+        for line in lines:
+            found = CMDSTAN_PROGRESS.search(line)
+            if found:
+                chain, i, n, phase = found.groups()
+                self._log(f"chain {chain}: iteration {i}/{n} ({phase.lower()})")
+            elif not line.startswith("Chain ["):
+                self._passthrough.write(line + "\n")
+        return len(text)

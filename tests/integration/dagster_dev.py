@@ -83,7 +83,7 @@ class DagsterDev:
             raise RuntimeError(f"GraphQL errors: {body['errors']}")
         return body["data"]
 
-    def launch_assets(self, asset_names: list[str]) -> str:
+    def launch_assets(self, asset_names: list[str], run_config: dict | None = None) -> str:
         data = self.graphql(
             """mutation Launch($params: ExecutionParams!) {
                  launchRun(executionParams: $params) {
@@ -100,6 +100,7 @@ class DagsterDev:
                     "jobName": "__ASSET_JOB", "assetSelection": [{"path": [name]} for name in asset_names],
                 },
                 "mode": "default",
+                "runConfigData": run_config or {},
             }},
         )["launchRun"]
         if data["__typename"] != "LaunchRunSuccess":

@@ -6,6 +6,7 @@ shut down)."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -120,6 +121,17 @@ def test_cmdstanpy_fit(tiny):
     assert res.n_gradient_evals == int(res.idata.sample_stats["n_steps"].sum())
     assert abs(float(res.idata.posterior["mu"].mean()) - data["y"].mean()) < 1.0
     assert any("CmdStan" in line for line in lines)
+    # each chain's progress as CmdStan prints it (every 350 // 20 iterations), named by its chain id, in order:
+    # not only each chain's last line once it has ended
+    progress = [tuple(map(int, m.groups()[:3])) + (m.group(4),)
+                for m in map(re.compile(r"^chain (\d+): iteration (\d+)/(\d+) \((warmup|sampling)\)$").match, lines) if m]
+    for chain in (1, 2):
+        iterations = [(i, phase) for c, i, n, phase in progress if c == chain and n == 350]
+        assert [i for i, _ in iterations] == sorted(i for i, _ in iterations), iterations
+        assert (1, "warmup") in iterations and (350, "sampling") in iterations, iterations
+        assert {phase for i, phase in iterations if i <= 200} == {"warmup"}, iterations
+        assert len(iterations) >= 20, iterations
+    assert {c for c, *_ in progress} == {1, 2}
     again = fit_model(path, data, chains=1, warmup=50, draws=50, seed=3, engine="cmdstanpy")
     assert again.compiled_from_cache
     assert again.compile_seconds < 10, again.compile_seconds

@@ -2,16 +2,44 @@
 
 Serves the project's code location `atlas_assets` and the test location `broken_input`
 (tests/ui/broken_location.py) from one temporary workspace file; ready once both locations are loaded.
+`small_fit_state` gives its instance a small simulated `modeled_observations` and the model configuration it needs,
+so the real capability fit can run from it in seconds.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
+import yaml
+
 from tests.integration.dagster_dev import DagsterDev
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 BROKEN_LOCATION = Path(__file__).resolve().parent / "broken_location.py"
+# The smallest fit the model tests run (a too-short fit, tests/model/test_model_assets.py): what the log shows
+# is the point here, not convergence.
+SMALL_FIT_RUN_CONFIG = {"ops": {"capability_fit": {"config": {"chains": 2, "warmup": 15, "draws": 15, "seed": 5}}}}
+SMALL_PILOT = {"pilot_chains": 2, "pilot_warmup": 20, "pilot_draws": 20, "main_warmup": 15}  # 40 iterations, the main fit 30
+
+
+def small_fit_state(work_dir: Path, atlas_home: Path) -> Path:
+    """Write a small simulated panel as `modeled_observations` into ATLAS_HOME's DuckDB file, and a model
+    configuration naming its display references with a short pilot; returns that configuration's path
+    (for ATLAS_MODEL_CONFIG)."""
+    from atlas_assets.model.simulate import SMALL_SIZE, simulate_panel, simulated_references
+    from atlas_assets.model.stan_data import load_model_config
+
+    config = load_model_config(overrides={"sampler": {"precondition": SMALL_PILOT}})
+    observations, truth = simulate_panel(seed=7, config=config, **SMALL_SIZE)
+    config["display"]["reference"] = simulated_references(observations, truth)
+    model_yaml = work_dir / "model.yaml"
+    model_yaml.write_text(yaml.safe_dump(config))
+    atlas_home.mkdir(parents=True, exist_ok=True)
+    with duckdb.connect(str(atlas_home / "atlas.duckdb")) as conn:
+        conn.register("panel", observations)
+        conn.execute("CREATE TABLE modeled_observations AS SELECT * FROM panel")
+    return model_yaml
 
 
 class UIServer(DagsterDev):

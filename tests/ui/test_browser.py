@@ -1,8 +1,11 @@
-"""The Dagster UI as a user sees it, in a real browser: Debian's Chromium driven by Playwright.
+"""The Dagster UI as a user sees it, in a real browser (Debian's Chromium driven by Playwright), and the same
+server's GraphQL API.
 
-One `dagster dev` (webserver + daemon, 127.0.0.1, free port, temporary DAGSTER_HOME and ATLAS_HOME, sources
-from the offline mirror) serves the project's location and the test location `broken_input`
-(tests/ui/broken_location.py) for every test here. Screenshots land in test-artifacts/ui/ (gitignored).
+One `dagster dev` for the session (the `ui_server` fixture, tests/conftest.py: webserver + daemon, 127.0.0.1,
+free port, temporary DAGSTER_HOME and ATLAS_HOME, sources from the offline mirror) serves the project's location
+and the test location `broken_input` (tests/ui/broken_location.py) for every test here. The tests share its
+instance and run in file order: the UI's first materialization of a source comes before the API's run of the
+ingest and registry assets. Screenshots land in test-artifacts/ui/ (gitignored).
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from urllib.parse import urlparse
 import duckdb
 import pytest
 
-from tests.conftest import MIRROR, PROJECT_ROOT, require_shared_data
-from tests.ui.server import UIServer
+from tests.conftest import MIRROR, PROJECT_ROOT
+from tests.ui.server import SMALL_FIT_RUN_CONFIG
 
 pytestmark = pytest.mark.slow
 
@@ -31,23 +34,19 @@ LOCATION = "atlas_assets"
 # drawn smaller, without this class). A long name is shortened in the middle with an ellipsis.
 GRAPH_NODE_NAME = '[class*="AssetNode_assetName"]'
 RUN_TIMEOUT_MS = 180_000
+# a fit may first build stan/atlas.stan: minutes for a cold PyStan build on a loaded machine (CmdStan's is cached)
+FIT_TIMEOUT_MS = 600_000  # within the per-test timeout (pyproject: 900 s)
+INGEST_AND_REGISTRY = ["registry_benchmarks", "epoch_hub_scores", "swe_bench_scores", "raw_scores", "registry_model_ids"]
+# The sampler's per-chain progress line in a fit's log (atlas_assets/model/engines.py, both engines)
+PROGRESS_LINE = re.compile(r"^chain (\d+): iteration (\d+)/(\d+) \((warmup|sampling)\)$")
 
 playwright_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is a dev dependency: uv sync")
 expect = playwright_api.expect
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    require_shared_data()
-    if not CHROMIUM.exists():
-        why = f"{CHROMIUM} not found: `make setup` installs Debian's chromium with apt-get (as root)"
-        if os.environ.get("CI"):
-            pytest.fail(why)
-        pytest.skip(why)
-    work = tmp_path_factory.mktemp("ui")
-    ui = UIServer(work, {"ATLAS_HOME": str(work / "atlas_home"), "ATLAS_MIRROR": str(MIRROR)}).start()
-    yield ui
-    ui.stop()
+def server(ui_server):
+    return ui_server
 
 
 COMMUNITY_DIALOG = "Join the Dagster community"
@@ -61,6 +60,11 @@ def skip_community_dialog(page) -> None:
 
 @pytest.fixture(scope="module")
 def browser(server):
+    if not CHROMIUM.exists():
+        why = f"{CHROMIUM} not found: `make setup` installs Debian's chromium with apt-get (as root)"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
     shutil.rmtree(ARTIFACTS, ignore_errors=True)
     ARTIFACTS.mkdir(parents=True)
     with playwright_api.sync_playwright() as playwright:
@@ -182,6 +186,32 @@ def test_materializing_a_source_from_the_ui_runs_it_and_shows_its_metadata(page,
     shot(page, "checks_swe_bench_scores")
 
 
+def test_ui_lists_assets_grouped_by_stage(server):
+    nodes = server.graphql("{ assetNodes { assetKey { path } groupName hasAssetChecks } }")["assetNodes"]
+    groups = {node["assetKey"]["path"][-1]: node["groupName"] for node in nodes if len(node["assetKey"]["path"]) == 1}
+    assert {groups[name] for name in ("registry_benchmarks", "registry_model_ids")} == {"registry"}
+    assert {groups[name] for name in ("epoch_hub_scores", "swe_bench_scores", "raw_scores")} == {"ingest"}
+    assert {"clean", "model"} <= set(groups.values())
+
+
+def test_ui_materializes_ingest_and_registry_and_shows_checks(server):
+    run_id = server.launch_assets(INGEST_AND_REGISTRY)
+    assert server.wait_for_run(run_id) == "SUCCESS", server.log_tail()
+    data = server.graphql(
+        """{ assetNodes(assetKeys: [{path: ["raw_scores"]}]) {
+               assetMaterializations(limit: 1) { runId metadataEntries { label ... on IntMetadataEntry { intValue } } }
+               assetChecksOrError { ... on AssetChecks { checks { name executionForLatestMaterialization { status } } } }
+           } }"""
+    )["assetNodes"][0]
+    materialization = data["assetMaterializations"][0]
+    assert materialization["runId"] == run_id
+    rows = {entry["label"]: entry.get("intValue") for entry in materialization["metadataEntries"]}
+    assert rows["dagster/row_count"] > 3000
+    statuses = {check["name"]: (check["executionForLatestMaterialization"] or {}).get("status") for check in data["assetChecksOrError"]["checks"]}
+    assert statuses["raw_scores_expectations"] == "SUCCEEDED"
+    assert statuses["raw_scores_benchmarks_registered"] == "SUCCEEDED"
+
+
 def test_a_failing_blocking_check_shows_failed_and_its_downstream_asset_does_not_run(page, server):
     page.goto("/locations/broken_input/asset-groups/broken_input")
     expect(page.locator(GRAPH_NODE_NAME)).to_have_count(2, timeout=60_000)
@@ -227,3 +257,48 @@ def test_the_nightly_schedule_is_listed_and_running(page):
     expect(page.get_by_text(re.compile(r"3:00:00 AM UTC")).first).to_be_visible()  # the next tick
     expect(page.get_by_text("atlas_job").first).to_be_visible()
     shot(page, "schedule_nightly_refresh")
+
+
+def run_messages(server, run_id: str) -> list[tuple[str, float]]:
+    """(message, timestamp in s) of each log message of a run's capability_fit step, in event order."""
+    events, cursor = [], None
+    while True:
+        page = server.graphql(
+            """query($id: ID!, $cursor: String) { logsForRun(runId: $id, afterCursor: $cursor) {
+                 ... on EventConnection { cursor hasMore events { __typename
+                   ... on MessageEvent { message timestamp stepKey } } } } }""",
+            {"id": run_id, "cursor": cursor},
+        )["logsForRun"]
+        events += page["events"]
+        cursor = page["cursor"]
+        if not page["hasMore"]:
+            break
+    return [(e["message"], int(e["timestamp"]) / 1000) for e in events
+            if e["__typename"] == "LogMessageEvent" and e.get("stepKey") == "capability_fit"]
+
+
+def test_a_fit_runs_log_shows_the_samplers_progress_per_chain(page, server):
+    # the real capability fit, on the small simulated panel the session's instance holds (tests/ui/server.py)
+    run_id = server.launch_assets(["stan_data", "capability_fit"], run_config=SMALL_FIT_RUN_CONFIG)
+    page.goto(f"/runs/{run_id}")
+    line = page.get_by_text(PROGRESS_LINE).first
+    expect(line).to_be_visible(timeout=FIT_TIMEOUT_MS)
+    shot(page, "fit_run_progress")
+    assert server.wait_for_run(run_id) == "SUCCESS", server.log_tail()
+
+    # the instance's log has each chain's progress as it went, in iteration order, before sampling was done
+    messages = run_messages(server, run_id)
+    texts = [message for message, _ in messages]
+    done = max(at for message, at in messages if message.startswith("sampling done"))
+    progress = [(PROGRESS_LINE.match(message), at) for message, at in messages if PROGRESS_LINE.match(message)]
+    assert {int(match.group(1)) for match, _ in progress} == {1, 2}, texts
+    assert all(at <= done for _, at in progress)
+    cmdstan = any(text.startswith("engine: cmdstanpy") for text in texts)
+    # pilot fit: 20 + 20 iterations; main fit: 15 + 15 (tests/ui/server.py)
+    for chain, total in ((1, 40), (1, 30), (2, 40), (2, 30)):
+        lines = [(int(m.group(2)), m.group(4)) for m, _ in progress if int(m.group(1)) == chain and int(m.group(3)) == total]
+        assert [i for i, _ in lines] == sorted(i for i, _ in lines), (chain, lines)
+        if cmdstan:
+            # CmdStan prints every `refresh` iterations (1 or 2 here) as it goes, not one line per chain once it has
+            # ended; PyStan's progress is polled every 0.25 s, so a fit this short may show few of its lines
+            assert lines[0] == (1, "warmup") and lines[-1] == (total, "sampling") and len(lines) >= 3, (chain, lines)
