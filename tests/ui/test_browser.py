@@ -129,6 +129,8 @@ def launch_and_open_run(page, button: str, *, confirm: bool = False) -> str:
 def test_each_stage_group_lineage_page_lists_its_assets(page):
     groups = group_assets()
     assert {"registry", "ingest", "clean", "model", "outputs", "validation", "publish"} <= set(groups)
+    # the graph draws only the nodes in view (the outputs group has 12): a large window shows a whole group
+    page.set_viewport_size({"width": 3840, "height": 2400})
     for group, expected in groups.items():
         assert expected, f"group {group} has no assets"
         page.goto(f"/locations/{LOCATION}/asset-groups/{group}")
