@@ -703,6 +703,7 @@ class CostReasoning(Strict):
 
 class CostParametrization(Strict):
     base: Literal["anchored", "centered"]
+    benchmark_centred_min_runs: int = Field(ge=0)
 
 
 class CostLikelihood(Strict):

@@ -16,20 +16,21 @@
 //                  one per harnessed state; never published
 //   sigma[e]       noise scale of evaluator e (each prices and reports runs its own way)
 //
-// Compiles under Stan 2.35 (PyStan 3.10): the sum-to-zero vector is built by hand (normalised Helmert
-// basis), not with sum_to_zero_vector (2.36+). Data and index maps: atlas_assets/cost/data.py.
+// Data and index maps: atlas_assets/cost/data.py. Parametrization measured on the real panels: docs/cost.md.
 functions {
-  // x = Q z with Q the K x (K-1) orthonormal Helmert basis of {x : sum(x) = 0}; O(K).
-  // Column k of Q: 1/sqrt(k(k+1)) on rows 1..k, -k/sqrt(k(k+1)) on row k+1.
-  vector sum_zero(vector z) {
-    int K = rows(z) + 1;
-    if (K == 1) return rep_vector(0, 1);
-    vector[K] x;
-    vector[K - 1] a;
-    for (k in 1:(K - 1)) a[k] = z[k] / sqrt(k * (k + 1.0));
-    x = append_row(reverse(cumulative_sum(reverse(a))), 0);
-    for (k in 1:(K - 1)) x[k + 1] -= k * a[k];
-    return x;
+  // A benchmark's prior location and scale: its suite's level and the within-suite sd for a member of a
+  // multi-benchmark suite (bench_suite > 0), the population's (top, top_sd) for one that is its own suite.
+  vector suite_loc(real top, vector suite, array[] int bench_suite) {
+    int J = size(bench_suite);
+    vector[J] loc;
+    for (j in 1:J) loc[j] = bench_suite[j] == 0 ? top : suite[bench_suite[j]];
+    return loc;
+  }
+  vector suite_scale(real top_sd, real within_sd, array[] int bench_suite) {
+    int J = size(bench_suite);
+    vector[J] scale;
+    for (j in 1:J) scale[j] = bench_suite[j] == 0 ? top_sd : within_sd;
+    return scale;
   }
 }
 
@@ -73,6 +74,19 @@ data {
   // ---- benchmarks in suites --------------------------------------------------
   int<lower=0> G;                          // suites with two or more benchmarks
   array[J] int<lower=0, upper=G> bench_suite;    // 1..G, 0 = a benchmark that is its own suite
+  // 1: the benchmark's level and log spread are sampled as they are (centred on their suite: its runs
+  // determine them); 0: as standardized deviations from the suite (non-centred: a benchmark with a
+  // handful of runs is mostly its suite, and centred it makes a funnel with the within-suite sd).
+  array[J] int<lower=0, upper=1> bench_centred;
+  // The benchmark whose spread is 1 while sampling (the one with the most runs): costs are sampled in its
+  // units (state_cost_rel) and published on the sum-zero scale (state_cost = state_cost_rel x the geometric
+  // mean of the relative spreads). Measured: on the sum-zero scale the spreads of the well-measured
+  // benchmarks (ARC-AGI's four) moved in lockstep with every cost they carry, a ridge (docs/cost.md).
+  int<lower=1, upper=J> scale_bench;
+  // 1: the log spread is sampled as it is (a benchmark that is its own suite, with rich data); 0: as a
+  // standardized deviation from its suite (every member of a multi-benchmark suite: members differ by
+  // ~0.01-0.02 +- 0.012 even on ARC-AGI, and centred they made a funnel with the within-suite sd)
+  array[J] int<lower=0, upper=1> spread_centred;
 
   // ---- priors ------------------------------------------------------------------
   real<lower=1> nu;                        // Student-t degrees of freedom
@@ -122,51 +136,77 @@ transformed data {
       }
     }
   }
-  // benchmarks that are their own suite, and the members of multi-benchmark suites
-  int n_single = 0;
-  for (j in 1:J) n_single += bench_suite[j] == 0;
-  array[n_single] int single;
-  array[J - n_single] int member;
+  // benchmarks sampled centred (rich data) and non-centred (thin data); for the spreads, among the
+  // benchmarks other than scale_bench (lam_free; positions lam_cen / lam_ncp in it)
+  array[J - 1] int lam_free;
+  {
+    int a = 1;
+    for (j in 1:J) {
+      if (j != scale_bench) {
+        lam_free[a] = j;
+        a += 1;
+      }
+    }
+  }
+  int n_lcen = 0;
+  for (k in 1:(J - 1)) n_lcen += spread_centred[lam_free[k]];
+  array[n_lcen] int lam_cen;
+  array[J - 1 - n_lcen] int lam_ncp;
   {
     int a = 1;
     int b = 1;
-    for (j in 1:J) {
-      if (bench_suite[j] == 0) {
-        single[a] = j;
+    for (k in 1:(J - 1)) {
+      if (spread_centred[lam_free[k]] == 1) {
+        lam_cen[a] = k;
         a += 1;
       } else {
-        member[b] = j;
+        lam_ncp[b] = k;
         b += 1;
       }
     }
   }
-  array[J - n_single] int member_suite = bench_suite[member];
+  int n_bcen = sum(bench_centred);
+  array[n_bcen] int bcen;
+  array[J - n_bcen] int bncp;
+  {
+    int a = 1;
+    int b = 1;
+    for (j in 1:J) {
+      if (bench_centred[j] == 1) {
+        bcen[a] = j;
+        a += 1;
+      } else {
+        bncp[b] = j;
+        b += 1;
+      }
+    }
+  }
 }
 
 parameters {
-  // Benchmark level: centred per benchmark (each has runs of its own), non-centred per suite (a suite
-  // has a few benchmarks at most). A benchmark that is its own suite is its suite level.
+  // Benchmark level and log spread: per benchmark centred on its suite (bench_centred = 1: rich data) or
+  // non-centred (0: thin data), per suite non-centred (a suite has a few benchmarks at most). A benchmark
+  // that is its own suite is its suite level. Spreads are sampled relative to scale_bench's (log 0).
   real ref_mu;
   real<lower=0> ref_suite_sd;
   real<lower=0> ref_within_sd;
   vector[G] ref_suite_z;
-  vector[J] bench_ref;
-  // Spreads: log lambda on the sum-to-zero subspace (J - 1 free coordinates); suite levels non-centred.
-  vector[J - 1] loglambda_z;
+  vector[J] bench_ref_raw;                 // the level itself where centred, its z where non-centred
+  vector[J - 1] loglambda_raw;             // likewise for log spreads relative to scale_bench's
   real<lower=0> loglambda_suite_sd;
   real<lower=0> loglambda_within_sd;
   vector[G] loglambda_suite_z;
-  // State costs. A model's base is informed by its own runs more than by the population (noise ~0.1-0.3
-  // log10 against a spread of ~0.5 x lambda), so it is never non-centred on the population; with most
-  // models seen once, the centred base still inherits its evaluator's noise as its scale (a funnel in
-  // sigma), hence the anchored coordinates (anchored_base; measured: docs/cost.md). Deviations and
-  // harness offsets are non-centred: their scales are small and each is informed by a run or two. The
-  // reference state's model has no base of its own (the reference fixes it).
+  // State costs, in scale_bench's units (_rel). A model's base is informed by its own runs more than by
+  // the population (noise ~0.1-0.3 log10 against a spread of ~0.5 x lambda), so it is never non-centred on
+  // the population; with most models seen once, the centred base still inherits its evaluator's noise as
+  // its scale (a funnel in sigma), hence the anchored coordinates (anchored_base; measured: docs/cost.md).
+  // Deviations and harness offsets are non-centred: their scales are small and each is informed by a run
+  // or two. The reference state's model has no base of its own (the reference fixes it).
   real base_mu;
   real<lower=0> base_sd;
   vector[M - 1] base_u;
-  ordered[L] ladder_effect;                // minimal < low < ... < max: more effort costs more
-  vector[K] off_effect;                    // free values for settings off the ladder
+  ordered[L] ladder_rel;                   // minimal < low < ... < max: more effort costs more
+  vector[K] off_rel;                       // free values for settings off the ladder
   real<lower=0> dev_sd;
   vector[D] dev_z;
   real<lower=0> harness_sd;
@@ -177,33 +217,61 @@ parameters {
 
 transformed parameters {
   vector[G] ref_suite = ref_mu + ref_suite_sd * ref_suite_z;
-  vector[J] log_lambda = sum_zero(loglambda_z);
-  vector[J] lambda = exp(log_lambda);
   vector[G] loglambda_suite = loglambda_suite_sd * loglambda_suite_z;
-  vector[S] setting_effect;                // 0 for "default"
-  vector[S] deviation;                     // 0 for each model's pinned state
-  vector[M] model_base;
-  vector[S] state_cost;
+  vector[J] bench_ref;
+  vector[J] loglambda_rel;                 // log spread relative to scale_bench's (0 there)
   {
-    vector[L + 1] ladder_full = append_row(0, ladder_effect);
-    vector[K + 1] off_full = append_row(0, off_effect);
-    vector[D + 1] dev_full = append_row(0, dev_sd * dev_z);
-    setting_effect = ladder_full[ladder1] + off_full[off1];
-    deviation = dev_full[dev1];
+    vector[J] loc = suite_loc(ref_mu, ref_suite, bench_suite);
+    vector[J] scale = suite_scale(ref_suite_sd, ref_within_sd, bench_suite);
+    bench_ref[bcen] = bench_ref_raw[bcen];
+    bench_ref[bncp] = loc[bncp] + scale[bncp] .* bench_ref_raw[bncp];
+    vector[J - 1] free_loc = suite_loc(0, loglambda_suite, bench_suite)[lam_free];
+    vector[J - 1] free_scale = suite_scale(loglambda_suite_sd, loglambda_within_sd, bench_suite)[lam_free];
+    vector[J - 1] free_rel;
+    free_rel[lam_cen] = loglambda_raw[lam_cen];
+    free_rel[lam_ncp] = free_loc[lam_ncp] + free_scale[lam_ncp] .* loglambda_raw[lam_ncp];
+    loglambda_rel[lam_free] = free_rel;
+    loglambda_rel[scale_bench] = 0;
   }
-  vector[H + 1] harness_full = append_row(0, harness_sd * harness_z);
+  vector[J] lambda_rel = exp(loglambda_rel);
+  // the published sum-zero scale: lambda = lambda_rel / g, state_cost = g x state_cost_rel, g their
+  // geometric mean; the likelihood sees only lambda x state_cost, the same on either scale
+  real log_g = mean(loglambda_rel);
+  vector[J] log_lambda = loglambda_rel - log_g;
+  vector[J] lambda = exp(log_lambda);
+  vector[S] setting_rel;                   // 0 for "default"
+  vector[S] deviation_rel;                 // 0 for each model's pinned state
+  vector[M] model_base_rel;
+  vector[S] state_cost_rel;
+  {
+    vector[L + 1] ladder_full = append_row(0, ladder_rel);
+    vector[K + 1] off_full = append_row(0, off_rel);
+    vector[D + 1] dev_full = append_row(0, dev_sd * dev_z);
+    setting_rel = ladder_full[ladder1] + off_full[off1];
+    deviation_rel = dev_full[dev1];
+  }
+  vector[H + 1] harness_rel = append_row(0, harness_sd * harness_z);
   {
     vector[M - 1] base_free;
     base_free[cen] = base_u[cen];
-    base_free[anc] = (anchor_y[anc] - bench_ref[anchor_bench[anc]]) ./ lambda[anchor_bench[anc]]
-                     - setting_effect[anchor_state[anc]] - harness_full[anchor_harness1[anc]]
-                     + sigma[anchor_eval[anc]] ./ lambda[anchor_bench[anc]] .* base_u[anc];
-    model_base[free_model] = base_free;
+    base_free[anc] = (anchor_y[anc] - bench_ref[anchor_bench[anc]]) ./ lambda_rel[anchor_bench[anc]]
+                     - setting_rel[anchor_state[anc]] - harness_rel[anchor_harness1[anc]]
+                     + sigma[anchor_eval[anc]] ./ lambda_rel[anchor_bench[anc]] .* base_u[anc];
+    model_base_rel[free_model] = base_free;
   }
   // the reference state costs 0: its model's base is what makes it so
-  model_base[ref_model] = -(setting_effect[ref_state] + deviation[ref_state]);
-  state_cost = model_base[state_model] + setting_effect + deviation;
-  state_cost[ref_state] = 0;  // what the line above gives up to rounding, exactly
+  model_base_rel[ref_model] = -(setting_rel[ref_state] + deviation_rel[ref_state]);
+  state_cost_rel = model_base_rel[state_model] + setting_rel + deviation_rel;
+  state_cost_rel[ref_state] = 0;  // what the line above gives up to rounding, exactly
+  // on the published scale
+  real g = exp(log_g);
+  vector[S] state_cost = g * state_cost_rel;
+  vector[M] model_base = g * model_base_rel;
+  vector[S] setting_effect = g * setting_rel;
+  vector[S] deviation = g * deviation_rel;
+  vector[L] ladder_effect = g * ladder_rel;
+  vector[K] off_effect = g * off_rel;
+  vector[H + 1] harness_full = g * harness_rel;
 }
 
 model {
@@ -212,24 +280,29 @@ model {
   ref_suite_sd ~ normal(0, ref_suite_sd_scale);
   ref_within_sd ~ normal(0, ref_within_sd_scale);
   ref_suite_z ~ std_normal();
-  bench_ref[single] ~ normal(ref_mu, ref_suite_sd);
-  bench_ref[member] ~ normal(ref_suite[member_suite], ref_within_sd);
-  // log lambda: a density on the J-vector restricted to its sum-zero subspace (the map is an isometry,
-  // so no Jacobian); the constraint itself fixes the scale of state_cost.
+  bench_ref_raw[bcen] ~ normal(suite_loc(ref_mu, ref_suite, bench_suite)[bcen],
+                               suite_scale(ref_suite_sd, ref_within_sd, bench_suite)[bcen]);
+  bench_ref_raw[bncp] ~ std_normal();
+  // log spreads relative to scale_bench's: the hierarchical prior on the others' (scale_bench's 0 is no
+  // datum for its suite: a fixed 0 with scale within_sd made the same funnel as a centred member)
   loglambda_suite_sd ~ normal(0, loglambda_suite_sd_scale);
   loglambda_within_sd ~ normal(0, loglambda_within_sd_scale);
   loglambda_suite_z ~ std_normal();
-  log_lambda[single] ~ normal(0, loglambda_suite_sd);
-  log_lambda[member] ~ normal(loglambda_suite[member_suite], loglambda_within_sd);
+  {
+    vector[J] loc = suite_loc(0, loglambda_suite, bench_suite);
+    vector[J] scale = suite_scale(loglambda_suite_sd, loglambda_within_sd, bench_suite);
+    loglambda_raw[lam_cen] ~ normal(loc[lam_free[lam_cen]], scale[lam_free[lam_cen]]);
+    loglambda_raw[lam_ncp] ~ std_normal();
+  }
 
-  // ---- priors: state costs ------------------------------------------------------
+  // ---- priors: state costs (scale_bench's units) -----------------------------------
   base_mu ~ normal(0, base_mu_scale);
   base_sd ~ normal(0, base_sd_scale);
-  model_base[free_model] ~ normal(base_mu, base_sd);
-  // Jacobian of base_u -> model_base (diagonal given everything else: sigma / lambda where anchored)
-  target += sum(log(sigma[anchor_eval[anc]])) - sum(log_lambda[anchor_bench[anc]]);
-  ladder_effect ~ normal(0, setting_scale);
-  off_effect ~ normal(0, setting_scale);
+  model_base_rel[free_model] ~ normal(base_mu, base_sd);
+  // Jacobian of base_u -> model_base_rel (diagonal given everything else: sigma / lambda_rel where anchored)
+  target += sum(log(sigma[anchor_eval[anc]])) - sum(loglambda_rel[anchor_bench[anc]]);
+  ladder_rel ~ normal(0, setting_scale);
+  off_rel ~ normal(0, setting_scale);
   dev_sd ~ normal(0, dev_sd_scale);
   dev_z ~ std_normal();
   harness_sd ~ normal(0, harness_sd_scale);
@@ -240,7 +313,7 @@ model {
 
   // ---- likelihood: weighted Student-t, vectorized (constants dropped: nu is data) ----
   {
-    vector[N] mu = bench_ref[obs_bench] + lambda[obs_bench] .* (state_cost[obs_state] + harness_full[harness1]);
+    vector[N] mu = bench_ref[obs_bench] + lambda_rel[obs_bench] .* (state_cost_rel[obs_state] + harness_rel[harness1]);
     vector[N] sd_i = sigma[obs_eval];
     target += dot_product(w, -log(sd_i) - 0.5 * (nu + 1) * log1p(square((y - mu) ./ sd_i) / nu));
   }

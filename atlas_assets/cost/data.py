@@ -50,7 +50,9 @@ class CostInput:
     def dims(self) -> dict[str, list[str]]:
         return {"state_cost": ["state"], "cost_index": ["state"], "setting_effect": ["state"],
                 "deviation": ["state"], "model_base": ["model"], "bench_ref": ["benchmark"],
-                "log_lambda": ["benchmark"], "lambda": ["benchmark"], "sigma": ["evaluator"]}
+                "log_lambda": ["benchmark"], "lambda": ["benchmark"], "sigma": ["evaluator"],
+                "state_cost_rel": ["state"], "setting_rel": ["state"], "deviation_rel": ["state"],
+                "model_base_rel": ["model"], "loglambda_rel": ["benchmark"], "lambda_rel": ["benchmark"]}
 
 
 def _check_columns(obs: pd.DataFrame) -> None:
@@ -160,7 +162,7 @@ def build_cost_data(observations: pd.DataFrame, cfg: Mapping[str, Any], *,
     if obs[["bench_pos", "eval_pos"]].isna().any().any():
         raise CostDataError("cost observations name benchmarks or evaluators outside the index (index_from)")
 
-    anchors = _anchors(obs, states, models, ref_model, cfg)
+    anchors = _anchors(obs, states, models, benchmarks, ref_model, cfg)
     priors = cfg["priors"]
     data = {
         "N": len(obs), "S": len(states), "M": len(models), "J": len(benchmarks), "E": len(evaluators),
@@ -176,6 +178,12 @@ def build_cost_data(observations: pd.DataFrame, cfg: Mapping[str, Any], *,
         "free_model": np.array([p + 1 for p in models.model_pos if p != ref_model], dtype=int),
         **anchors,
         "G": len(multi), "bench_suite": benchmarks.suite_pos.to_numpy(int),
+        "bench_centred": _bench_centred(benchmarks, cfg),
+        # a member of a multi-benchmark suite has its log spread non-centred on the suite, whatever its runs
+        "spread_centred": _bench_centred(benchmarks, cfg) * (benchmarks.suite_pos.to_numpy(int) == 0),
+        # costs are sampled in the units of the benchmark with the most runs (ties: first by name), whose
+        # spread is 1 while sampling; the published scale is sum-zero (stan/cost.stan, docs/cost.md)
+        "scale_bench": int(benchmarks.n_runs.to_numpy(float).argmax()) + 1,
         "nu": float(cfg["likelihood"]["student_t_df"]),
         "ref_mu_loc": float(priors["ref_mu"]["loc"]), "ref_mu_scale": float(priors["ref_mu"]["scale"]),
         "ref_suite_sd_scale": float(priors["ref_suite_sd"]["scale"]),
@@ -190,10 +198,21 @@ def build_cost_data(observations: pd.DataFrame, cfg: Mapping[str, Any], *,
                      observations=obs, settings={"ladder": ladder_present, "off_ladder": off_present})
 
 
-def _anchors(obs: pd.DataFrame, states: pd.DataFrame, models: pd.DataFrame, ref_model: int,
-             cfg: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Per free model (Stan order of `free_model`), the run its base is anchored on: the first run (by run id) of
-    its pinned state, with that run's weighted mean log10 cost, benchmark, evaluator, state and harness index.
+def _bench_centred(benchmarks: pd.DataFrame, cfg: Mapping[str, Any]) -> np.ndarray:
+    """1 where a benchmark's level and log spread are sampled centred (at least `parametrization.
+    benchmark_centred_min_runs` runs in the fitted rows), 0 where non-centred on its suite: a benchmark with a
+    handful of runs is mostly its suite, and centred it made a funnel with the within-suite sd (docs/cost.md)."""
+    min_runs = int((cfg.get("parametrization") or {}).get("benchmark_centred_min_runs", 0))
+    return (benchmarks.n_runs.to_numpy(float) >= max(min_runs, 1)).astype(int)
+
+
+def _anchors(obs: pd.DataFrame, states: pd.DataFrame, models: pd.DataFrame, benchmarks: pd.DataFrame,
+             ref_model: int, cfg: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """Per free model (Stan order of `free_model`), the run its base is anchored on: the run of its pinned state
+    on the best-measured benchmark (most runs in the fit; then the first by run id), with that run's weighted
+    mean log10 cost, benchmark, evaluator, state and harness index. (Anchored on its first run by id, a model
+    with many runs had its base pinned by the others and its coordinate tied to that run's noise scale, e.g.
+    a SWE-bench run of a model costed 20 times on ARC-AGI: docs/cost.md.)
     Models without a run of their pinned state in `obs`, and every model when `parametrization.base` is
     'centered', are centred. (Anchoring only the models seen in one run was measured worse: docs/cost.md.)"""
     anchored = (cfg.get("parametrization") or {}).get("base", "anchored") == "anchored"
@@ -204,6 +223,7 @@ def _anchors(obs: pd.DataFrame, states: pd.DataFrame, models: pd.DataFrame, ref_
            "anchor_harness": np.zeros(len(free), int)}
     if not free:
         return out
+    bench_runs = benchmarks.sort_values("bench_pos").n_runs.to_numpy(float)
     rows = obs.assign(_w=obs.weight.astype(float), _wy=obs.weight.astype(float) * obs.log10_usd.astype(float),
                       model_pos=states.model_pos.to_numpy()[obs.state_pos.to_numpy()])
     for k, m in enumerate(free):
@@ -214,7 +234,10 @@ def _anchors(obs: pd.DataFrame, states: pd.DataFrame, models: pd.DataFrame, ref_
         mine = rows.loc[rows.state_pos == s]
         if mine.empty:
             continue  # no run to anchor on (e.g. every run held out): centred
-        run = mine.loc[mine.run_id == sorted(mine.run_id.unique())[0]]
+        runs = mine.groupby("run_id").bench_pos.first().rename("bench_pos").reset_index()
+        runs["bench_runs"] = bench_runs[runs.bench_pos.to_numpy(int)]
+        best = runs.sort_values(["bench_runs", "run_id"], ascending=[False, True]).run_id.iloc[0]
+        run = mine.loc[mine.run_id == best]
         out["anchored"][k] = 1.0
         out["anchor_y"][k] = float(run._wy.sum() / run._w.sum())
         out["anchor_bench"][k] = int(run.bench_pos.iloc[0]) + 1
