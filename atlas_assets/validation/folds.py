@@ -378,10 +378,12 @@ def _sensitivity(split: Split, refit_dir: Path, production_dir: Path, validation
 def _active_scores(refit_dir: Path, production_dir: Path) -> pd.DataFrame:
     """Each state's score in the active-panel refit beside its all-history (production) score, both on the
     anchors' display units (the anchors are in both fits), and the change."""
+    from atlas_assets.model.fit_process import read_table
+
     keys = ["model", "reasoning_state"]
     columns = keys + ["eligible", "n_families", "display_mean", "display_lower", "display_upper"]
-    active = pd.read_parquet(refit_dir / "state_scores.parquet")[columns]
-    history = pd.read_parquet(production_dir / "state_scores.parquet")[columns]
+    active = read_table(refit_dir / "state_scores.parquet")[columns]
+    history = read_table(production_dir / "state_scores.parquet")[columns]
     out = history.merge(active, on=keys, how="left", suffixes=("_all_history", "_active"))
     out["in_active_fit"] = out["display_mean_active"].notna()
     out["change"] = out["display_mean_active"] - out["display_mean_all_history"]

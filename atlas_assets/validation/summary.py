@@ -27,7 +27,7 @@ def cell_study_metrics(predictions: pd.DataFrame, intervals: Sequence[float]) ->
         key = ["model", "reasoning_state", "family"]
         cells_of_active = set(map(tuple, active[key].drop_duplicates().to_numpy()))
         forward = predictions[predictions["study"] == "forward"]
-        same = forward[[tuple(k) in cells_of_active for k in forward[key].to_numpy()]]
+        same = forward[np.array([tuple(k) in cells_of_active for k in forward[key].to_numpy()], dtype=bool)]
         for method, cells in same.groupby("method", sort=False):
             rows.append({"study": "forward:active_cells", "method": method, "n_folds": int(cells["fold"].nunique()),
                          **study_metrics(cells, intervals)})

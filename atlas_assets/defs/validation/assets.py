@@ -23,7 +23,7 @@ from dagster_duckdb import DuckDBResource
 
 from atlas_assets import settings
 from atlas_assets.defs.outputs.assets import publishable_fit_dir
-from atlas_assets.defs.refresh import asset_refresh, partitioned_data_version, tables_exist
+from atlas_assets.defs.refresh import asset_refresh, fit_folder, partitioned_data_version, tables_exist
 from atlas_assets.storage import replace_partition, replace_tables
 from atlas_assets.validation.config import load_validation_config
 from atlas_assets.validation.splits import ACTIVE_STUDIES, fold_keys, study_of
@@ -160,8 +160,11 @@ def validation_summary(context: dg.AssetExecutionContext, duckdb: DuckDBResource
     folds_version = partitioned_data_version(context.instance, dg.AssetKey("validation_fold"), fold_keys(cfg))
     refresh = asset_refresh(context, "publication", versions={"validation_fold": folds_version}, reads_fit=True)
     with duckdb.get_connection() as conn:
-        present = tables_exist(conn, "validation_metrics", "validation_family_skill")
-    if reused := refresh.reuse(still_there=present):
+        present = tables_exist(conn, "validation_metrics", "validation_family_skill", "validation_folds")
+        # every fold's rows must still be there (a fold deleted behind Dagster's back is not "unchanged")
+        present = present and set(fold_keys(cfg)) <= {row[0] for row in conn.execute(
+            "SELECT DISTINCT fold FROM validation_folds WHERE fit = ?", [fit_folder(context.instance)]).fetchall()}
+    if reused := refresh.reuse(still_there=present, what="every fold's rows are in place"):
         return reused
     fit_dir = production_fit(context)
     with duckdb.get_connection() as conn:
