@@ -7,7 +7,7 @@
    started, no cleaning SQL runs (no cleaning history row), no publication is written.
 
 Affordable by construction: two sources (the one that changes, and one that does not), the asset chain ingest ->
-clean -> fit -> four outputs -> publication -> report, without calibrated/predicted states, the validation folds
+clean -> fit -> four outputs and the headline gates (a publication requires them) -> publication -> report, without calibrated/predicted states, the validation folds
 and their summary (each fold is a refit of its own; they use the same StepRefresh, which this test does not
 exercise), a short CmdStan fit (2 chains x 60 warmup + 40 draws, tree depth 6) with its gates opened (what is
 tested is the refresh, not convergence), and no asset checks (they re-evaluate on every run and are tested with
@@ -33,12 +33,12 @@ SOURCES = ("epoch_hub_scores", "swe_bench_scores")
 CHAIN = dg.AssetSelection.assets(
     "registry_benchmarks", *SOURCES, "raw_scores", "registry_model_ids", "stan_data", "capability_fit",
     "fit_diagnostics", "capability_scores", "difficulty_bounds", "reliability_grades", "dimensionality_test",
-    "cell_predictions", "publication", "report") | dg.AssetSelection.groups("clean")
+    "cell_predictions", "headline_gates", "publication", "report") | dg.AssetSelection.groups("clean")
 # steps that do real work when they recompute; each must reuse on an unchanged input
 EXPENSIVE = ("oriented_scores", "screened_scores", "resolved_cells", "pooled_states", "family_observations",
              "modeled_observations", "audit_exclusions", "stan_data", "capability_fit", "fit_diagnostics",
              "capability_scores", "difficulty_bounds", "reliability_grades", "dimensionality_test", "cell_predictions",
-             "publication", "report")
+             "headline_gates", "publication", "report")
 TINY_FIT = {
     "sampler": {"chains": 2, "warmup": 60, "draws": 40, "max_treedepth": 6, "adapt_delta": 0.8,
                 "precondition": {"mode": "none"}},
