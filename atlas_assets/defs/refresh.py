@@ -159,6 +159,13 @@ class StepRefresh:
             metadata={**earlier, RECOMPUTED: False, REASON: reason, COMPUTED_IN: run,
                       INPUTS: self.inputs.as_metadata()})
 
+    def reuse_tables(self, duckdb, *tables: str, what: str = "the tables of this fit are in place"
+                     ) -> dg.MaterializeResult | None:
+        """`reuse` while every one of `tables` (what the step wrote, and any it reads) exists in DuckDB."""
+        with duckdb.get_connection() as conn:
+            present = tables_exist(conn, *tables)
+        return self.reuse(still_there=present, what=what)
+
     def computed(self, metadata: Mapping[str, object], data_version: str | None = None) -> dg.MaterializeResult:
         """A fresh result, stamped with its inputs; `data_version` defaults to a hash of the asset's key and its
         input fingerprint (the result is a function of its inputs: the same inputs stand for the same data)."""

@@ -203,9 +203,7 @@ def _fit_dir(context: dg.AssetExecutionContext) -> Path:
 )
 def fit_diagnostics(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
     refresh = asset_refresh(context, "fit", reads_fit=True)
-    with duckdb.get_connection() as conn:
-        present = tables_exist(conn, "fit_diagnostics")
-    if reused := refresh.reuse(still_there=present):
+    if reused := refresh.reuse_tables(duckdb, "fit_diagnostics", what=""):
         return reused
     fit_dir = _fit_dir(context)
     diagnostics = json.loads((fit_dir / "diagnostics.json").read_text())
@@ -242,9 +240,7 @@ def fit_diagnostics(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -
 )
 def capability_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
     refresh = asset_refresh(context, "fit", reads_fit=True)
-    with duckdb.get_connection() as conn:
-        present = tables_exist(conn, *SCORE_TABLES.values())
-    if reused := refresh.reuse(still_there=present):
+    if reused := refresh.reuse_tables(duckdb, *SCORE_TABLES.values(), what=""):
         return reused
     fit_dir = _fit_dir(context)
     try:

@@ -10,7 +10,7 @@ folds `active_panel` and `forward_active` read the active families from this tab
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from atlas_assets.defs.refresh import asset_refresh, tables_exist
+from atlas_assets.defs.refresh import asset_refresh
 from atlas_assets.defs.outputs.assets import _md, _stamp, publishable_inputs
 from atlas_assets.storage import replace_rows
 
@@ -27,9 +27,7 @@ def active_panel(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> d
     from atlas_assets.outputs.active_panel import active_panel as compute
 
     refresh = asset_refresh(context, "publication", reads_fit=True, also=('modeled_observations', 'raw_scores',))
-    with duckdb.get_connection() as conn:
-        present = tables_exist(conn, 'active_panel', 'modeled_observations', 'raw_scores')
-    if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
+    if reused := refresh.reuse_tables(duckdb, 'active_panel', 'modeled_observations', 'raw_scores'):
         return reused
     fit_dir, loaded, _draws, cfg, _eligible = publishable_inputs(context)
     window = int(cfg["active_panel"]["window_days"])

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from dagster_duckdb import DuckDBResource
 
-from atlas_assets.defs.refresh import asset_refresh, tables_exist
+from atlas_assets.defs.refresh import asset_refresh
 from atlas_assets.model.publishable import UnpublishableFit, require_publishable_fit
 from atlas_assets.spec import specification_fingerprint
 from atlas_assets.storage import replace_rows, replace_tables
@@ -87,9 +87,7 @@ def difficulty_bounds(context: dg.AssetExecutionContext, duckdb: DuckDBResource)
     from atlas_assets.outputs.difficulty import difficulty_bounds as compute
 
     refresh = asset_refresh(context, "publication", reads_fit=True)
-    with duckdb.get_connection() as conn:
-        present = tables_exist(conn, 'difficulty_bounds')
-    if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
+    if reused := refresh.reuse_tables(duckdb, 'difficulty_bounds'):
         return reused
     fit_dir, loaded, draws, cfg, eligible = publishable_inputs(context)
     si = loaded.stan_input
@@ -124,9 +122,7 @@ def reliability_grades(context: dg.AssetExecutionContext, duckdb: DuckDBResource
     from atlas_assets.outputs.reliability import reliability_grades as compute
 
     refresh = asset_refresh(context, "publication", reads_fit=True)
-    with duckdb.get_connection() as conn:
-        present = tables_exist(conn, 'reliability_grades')
-    if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
+    if reused := refresh.reuse_tables(duckdb, 'reliability_grades'):
         return reused
     fit_dir, loaded, draws, cfg, _ = publishable_inputs(context)
     si = loaded.stan_input
@@ -159,9 +155,7 @@ def dimensionality_test(context: dg.AssetExecutionContext, duckdb: DuckDBResourc
     from atlas_assets.outputs.dimensionality import dimensionality_test as compute
 
     refresh = asset_refresh(context, "publication", reads_fit=True)
-    with duckdb.get_connection() as conn:
-        present = tables_exist(conn, 'dimensionality_test', 'dimensionality_pairs')
-    if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
+    if reused := refresh.reuse_tables(duckdb, 'dimensionality_test', 'dimensionality_pairs'):
         return reused
     fit_dir, loaded, draws, cfg, _ = publishable_inputs(context)
     si = loaded.stan_input
@@ -208,9 +202,7 @@ def cell_predictions(context: dg.AssetExecutionContext, duckdb: DuckDBResource) 
     from atlas_assets.outputs.cell_predictions import family_score_scales
 
     refresh = asset_refresh(context, "publication", reads_fit=True, also=("registry_benchmarks",))
-    with duckdb.get_connection() as conn:
-        present = tables_exist(conn, 'cell_predictions')
-    if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
+    if reused := refresh.reuse_tables(duckdb, 'cell_predictions'):
         return reused
     fit_dir, loaded, draws, cfg, eligible = publishable_inputs(context)
     si = loaded.stan_input

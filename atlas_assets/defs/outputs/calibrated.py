@@ -26,7 +26,7 @@ from dagster_duckdb import DuckDBResource
 
 from atlas_assets.defs.outputs.assets import _md, _registry_benchmarks, _stamp, publishable_inputs
 from atlas_assets.defs.outputs.predicted_states import _registry
-from atlas_assets.defs.refresh import asset_refresh, tables_exist
+from atlas_assets.defs.refresh import asset_refresh
 from atlas_assets.storage import replace_tables
 
 OBSERVATION_COLUMNS = "model, reasoning_state, family, kind, u, correct, items, floor"
@@ -86,9 +86,7 @@ def calibrated_states(context: dg.AssetExecutionContext, duckdb: DuckDBResource)
 
     refresh = asset_refresh(context, "publication", reads_fit=True,
                             also=("family_observations", "registry_models", "audit_exclusions", "registry_benchmarks"))
-    with duckdb.get_connection() as conn:
-        present = tables_exist(conn, 'calibrated_states', 'calibrated_cell_predictions', 'calibrated_exclusions')
-    if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
+    if reused := refresh.reuse_tables(duckdb, 'calibrated_states', 'calibrated_cell_predictions', 'calibrated_exclusions'):
         return reused
     fit_dir, loaded, draws, cfg, eligible = publishable_inputs(context)
     si, model_cfg = loaded.stan_input, loaded.config

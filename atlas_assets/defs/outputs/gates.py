@@ -10,7 +10,7 @@ publication applies it to the published state_scores and model_scores (atlas_ass
 import dagster as dg
 from dagster_duckdb import DuckDBResource
 
-from atlas_assets.defs.refresh import asset_refresh, tables_exist
+from atlas_assets.defs.refresh import asset_refresh
 from atlas_assets.defs.outputs.assets import _md, _stamp, publishable_fit_dir
 from atlas_assets.defs.outputs.checks import _one_fit, _table
 from atlas_assets.defs.outputs.skill_scores import family_membership
@@ -43,9 +43,7 @@ def headline_gates(context: dg.AssetExecutionContext, duckdb: DuckDBResource) ->
     from atlas_assets.publish.gates import reason_counts
 
     refresh = asset_refresh(context, "publication", reads_fit=True)
-    with duckdb.get_connection() as conn:
-        present = tables_exist(conn, 'headline_gates', 'registry_benchmarks')
-    if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
+    if reused := refresh.reuse_tables(duckdb, 'headline_gates', 'registry_benchmarks'):
         return reused
     fit_dir = publishable_fit_dir(context)
     cfg = load_publish_config()["headline_gate"]

@@ -25,7 +25,7 @@ from dagster_duckdb import DuckDBResource
 
 from atlas_assets.defs.outputs.assets import _md, _stamp, publishable_inputs
 from atlas_assets.defs.outputs.checks import _combine, _one_fit, _ordered, _table
-from atlas_assets.defs.refresh import asset_refresh, tables_exist
+from atlas_assets.defs.refresh import asset_refresh
 from atlas_assets.quality.expectations import Expectation, validate_frame
 from atlas_assets.storage import replace_tables
 
@@ -117,9 +117,7 @@ def predicted_states(context: dg.AssetExecutionContext, duckdb: DuckDBResource) 
     from atlas_assets.outputs.predicted_states import RECONSTRUCTION_TOLERANCE, predict_states, reasoning_posterior
 
     refresh = asset_refresh(context, "publication", reads_fit=True, also=tuple(REGISTRY_TABLES))
-    with duckdb.get_connection() as conn:
-        present = tables_exist(conn, 'predicted_states', 'predicted_state_cells', 'predicted_state_exclusions', 'unknown_setting_states', 'unknown_setting_cells')
-    if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
+    if reused := refresh.reuse_tables(duckdb, 'predicted_states', 'predicted_state_cells', 'predicted_state_exclusions', 'unknown_setting_states', 'unknown_setting_cells'):
         return reused
     fit_dir, loaded, draws, cfg, eligible = publishable_inputs(context)
     si = loaded.stan_input

@@ -14,7 +14,7 @@ import dagster as dg
 import pandas as pd
 from dagster_duckdb import DuckDBResource
 
-from atlas_assets.defs.refresh import asset_refresh, tables_exist
+from atlas_assets.defs.refresh import asset_refresh
 from atlas_assets.defs.outputs.assets import _md, _stamp, publishable_fit_dir
 from atlas_assets.storage import replace_rows, replace_tables
 
@@ -57,9 +57,7 @@ def family_quality(context: dg.AssetExecutionContext, duckdb: DuckDBResource) ->
     from atlas_assets.outputs.family_quality import agreement, family_quality as compute, result_dates
 
     refresh = asset_refresh(context, "publication", reads_fit=True, also=('modeled_observations', 'raw_scores', 'registry_benchmarks',))
-    with duckdb.get_connection() as conn:
-        present = tables_exist(conn, 'family_quality', 'family_quality_agreement', 'modeled_observations', 'raw_scores', 'registry_benchmarks')
-    if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
+    if reused := refresh.reuse_tables(duckdb, 'family_quality', 'family_quality_agreement', 'modeled_observations', 'raw_scores', 'registry_benchmarks'):
         return reused
     fit_dir = publishable_fit_dir(context)
     cfg = load_outputs_config()["family_quality"]
@@ -106,9 +104,7 @@ def comparability_verdicts(context: dg.AssetExecutionContext, duckdb: DuckDBReso
     from atlas_assets.outputs.config import load_outputs_config
 
     refresh = asset_refresh(context, "publication", reads_fit=True, also=('modeled_observations', 'raw_scores', 'registry_benchmarks',))
-    with duckdb.get_connection() as conn:
-        present = tables_exist(conn, 'comparability_verdicts', 'modeled_observations', 'raw_scores', 'registry_benchmarks')
-    if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
+    if reused := refresh.reuse_tables(duckdb, 'comparability_verdicts', 'modeled_observations', 'raw_scores', 'registry_benchmarks'):
         return reused
     fit_dir = publishable_fit_dir(context)
     cfg = load_outputs_config()["comparability"]

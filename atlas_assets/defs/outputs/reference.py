@@ -16,7 +16,7 @@ import pandas as pd
 from dagster_duckdb import DuckDBResource
 
 from atlas_assets import settings
-from atlas_assets.defs.refresh import asset_refresh, tables_exist
+from atlas_assets.defs.refresh import asset_refresh
 from atlas_assets.defs.outputs.assets import _md, _stamp, publishable_inputs
 from atlas_assets.storage import replace_tables
 
@@ -74,9 +74,7 @@ def reference_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource) 
     # which the publication fingerprint covers
     refresh = asset_refresh(context, "publication", reads_fit=True,
                             settings={"published_fit": _published_fit() or "none"})
-    with duckdb.get_connection() as conn:
-        present = tables_exist(conn, *TABLES)
-    if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
+    if reused := refresh.reuse_tables(duckdb, *TABLES):
         return reused
     fit_dir, loaded, _draws, cfg, _eligible = publishable_inputs(context)
     settings_ = cfg.get("reference_scale") or {}

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from dagster_duckdb import DuckDBResource
 
-from atlas_assets.defs.refresh import asset_refresh, tables_exist
+from atlas_assets.defs.refresh import asset_refresh
 from atlas_assets.defs.outputs.assets import _md, _stamp, publishable_inputs
 from atlas_assets.defs.outputs.checks import _combine, _one_fit, _ordered, _table
 from atlas_assets.quality.expectations import Expectation, validate_frame
@@ -58,9 +58,7 @@ def skill_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> d
     from atlas_assets.outputs.skill_scores import skill_scores as compute
 
     refresh = asset_refresh(context, "publication", reads_fit=True)
-    with duckdb.get_connection() as conn:
-        present = tables_exist(conn, 'skill_scores', 'skill_deviations', 'registry_benchmarks')
-    if reused := refresh.reuse(still_there=present, what="the tables of this fit are in place"):
+    if reused := refresh.reuse_tables(duckdb, 'skill_scores', 'skill_deviations', 'registry_benchmarks'):
         return reused
     fit_dir, loaded, draws, cfg, _ = publishable_inputs(context)
     scfg = cfg["skill_scores"]
