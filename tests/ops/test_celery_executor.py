@@ -124,6 +124,8 @@ def test_a_partition_runs_on_a_celery_worker_through_a_real_redis_broker(tmp_pat
     worker = None
     try:
         wait_until(lambda: answers(port), 20, "redis-server answering PING")
+        # the instance's storage created once, before two processes open it (they raced to stamp its schema version)
+        dg.DagsterInstance.from_config(env["DAGSTER_HOME"]).dispose()
         # the project's worker command; its own process group, so the celery process it starts stops with it
         with worker_log.open("wb") as log:
             worker = subprocess.Popen(
