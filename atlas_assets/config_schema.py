@@ -122,6 +122,8 @@ class PilotPreconditioner(Strict):
     pilot_draws: int = Field(ge=2)
     main_warmup: int = Field(ge=0)
     shrinkage: Number = Field(ge=0, le=1)
+    # previous_fit: a refit after a data change starts from the last good fit instead of a pilot
+    warm_start: Literal["none", "previous_fit"] = "none"
 
 
 class Sampler(Strict):

@@ -23,6 +23,7 @@ from atlas_assets.defs.refresh import asset_refresh, tables_exist
 from atlas_assets.model.diagnostics import failure_reasons
 from atlas_assets.model.stan_data import build_stan_data, load_model_config
 from atlas_assets.model.publishable import UnpublishableFit, require_publishable_fit
+from atlas_assets.model.warm_start import warm_start_source
 from atlas_assets.spec import (
     changed_files,
     frame_hash,
@@ -167,10 +168,16 @@ def capability_fit(
         return refresh.computed({**common, "reused": True, "engine": summary["engine"], "passes": summary["passes"]},
                                 data_version=final.name)
 
+    options = dict(overrides.get("sampler", {}))
+    warm_from, warm_reason = warm_start_source(previous, changes, (sampler.get("precondition") or {}).get("warm_start", "none"))
+    if warm_from is not None:
+        options["warm-from"] = str(warm_from)
+    context.log.info(f"fit start: {warm_reason}")
+    common["warm_start"] = warm_reason
     result, destination, summary = fit_in_subprocess(
         context, pipes_subprocess_client, module="atlas_assets.model.fit_process", observations_path=observations_path,
         final=final, fingerprint=fingerprint, specification=json.dumps(manifest, indent=1, sort_keys=True),
-        options=overrides.get("sampler", {}), what="fit")
+        options=options, what="fit")
     common["fit_dir"] = dg.MetadataValue.path(str(destination))
     return refresh.computed({**result.metadata, **common, "reused": False, "out_dir": str(destination),
                              "engine": summary["engine"], "passes": summary["passes"]}, data_version=destination.name)
