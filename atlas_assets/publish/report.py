@@ -138,6 +138,15 @@ def num(value: Any, digits: int = 1) -> str:
     return DASH if not np.isfinite(value) else f"{value:.{digits}f}"
 
 
+def sig(value: Any, digits: int = 3) -> str:
+    """Significant digits (dollars per task span 1e-4 to 1e2)."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return DASH
+    return DASH if not np.isfinite(value) else f"{value:.{digits}g}"
+
+
 def interval(lower: Any, upper: Any, digits: int = 1) -> str:
     return f"{num(lower, digits)} – {num(upper, digits)}"
 
@@ -588,11 +597,14 @@ def _cost(b: _Builder) -> None:
     def rows(frame: pd.DataFrame) -> list[list[Any]]:
         return [[r["model"], r["reasoning_state"], num(r["cost_index_median"], 3),
                  interval(r["cost_index_lower"], r["cost_index_upper"], 3)]
-                + [f"{num(r[f'usd_{w}_median'], 3)} ({interval(r[f'usd_{w}_lower'], r[f'usd_{w}_upper'], 3)})"
+                + [f"{sig(r[f'usd_{w}_median'])} ({sig(r[f'usd_{w}_lower'])} – {sig(r[f'usd_{w}_upper'])})"
                    for w in workloads] + [int(r["n_runs"])] for _, r in frame.iterrows()]
 
-    parts = [f"<p>Cost fit <code>{esc(record.get('name') or index['cost_fit'].iloc[0])}</code>, which passed every "
-             f"convergence gate{esc(_cost_gates_text(record.get('summary') or {}))}; {len(index)} states.</p>"]
+    summary = record.get("summary") or {}
+    gates = (f", which passed every convergence gate{esc(_cost_gates_text(summary))}" if summary.get("passes") is True
+             else " (its gate record is not in this publication's methodology)")
+    parts = [f"<p>Cost fit <code>{esc(record.get('name') or index['cost_fit'].iloc[0])}</code>{gates}; "
+             f"{len(index)} states.</p>"]
     if failed:
         parts.append(note(failed + " The tables below are from the last cost fit that passed."))
     for w in workloads:

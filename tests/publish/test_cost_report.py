@@ -95,9 +95,9 @@ def test_report_shows_the_cheapest_and_dearest_states_and_the_frontier_as_publis
     assert [r[0] for r in dearest] == list(index.model[::-1][:n])
     top = index.iloc[-1]
     assert dearest[0][2:4] == [f"{top.cost_index_median:.3f}", f"{top.cost_index_lower:.3f} – {top.cost_index_upper:.3f}"]
-    assert dearest[0][4] == (f"{top.usd_short_answer_median:.3f} ({top.usd_short_answer_lower:.3f} – "
-                             f"{top.usd_short_answer_upper:.3f})")
-    assert dearest[0][5].startswith(f"{top.usd_agentic_median:.3f} (") and dearest[0][6] == str(top.n_runs)
+    assert dearest[0][4] == (f"{top.usd_short_answer_median:.3g} ({top.usd_short_answer_lower:.3g} – "
+                             f"{top.usd_short_answer_upper:.3g})")
+    assert cheapest[0][5].startswith(f"{index.usd_agentic_median.iloc[0]:.3g} (") and dearest[0][6] == str(top.n_runs)
     frontier = pd.read_csv(folder / "cost_frontier.csv")
     on = frontier[frontier.pareto_optimal].sort_values("capability_median", ascending=False)
     shown = rows_of(page, "cost-frontier")
