@@ -622,6 +622,7 @@ class PublishReport(Strict):
     image_dpi: int = Field(ge=50, le=300)
     metadata_image_dpi: int = Field(ge=30, le=200)
     skill_rows: int = Field(ge=1, le=100)
+    cost_rows: int = Field(ge=1, le=100)
 
 
 class GateRoute(Strict):

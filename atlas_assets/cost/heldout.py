@@ -35,6 +35,11 @@ def _weighted_rmse(error: np.ndarray, weight: np.ndarray) -> float:
     return float(np.sqrt(np.sum(weight * error ** 2) / np.sum(weight)))
 
 
+def _weighted_coverage(y: np.ndarray, lower: np.ndarray, upper: np.ndarray, weight: np.ndarray) -> float:
+    """Share of held-out runs (rows weighted 1 / rows of their run) inside their 90% predictive interval."""
+    return float(np.sum(weight * ((y >= lower) & (y <= upper))) / np.sum(weight))
+
+
 def masked_run_cv(observations: pd.DataFrame, cfg: Mapping[str, Any], *, folds: int | None = None,
                   seed: int | None = None, sampler: Mapping[str, Any] | None = None, engine: str | None = None,
                   log: Callable[[str], None] = print) -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -80,6 +85,7 @@ def masked_run_cv(observations: pd.DataFrame, cfg: Mapping[str, Any], *, folds: 
         per_fold.append({"fold": k, "rows": len(test), "runs": int(test.run_id.nunique()),
                          "rmse_model": _weighted_rmse(y - test.pred_model.to_numpy(), w),
                          "rmse_baseline": _weighted_rmse(y - test.pred_baseline.to_numpy(), w),
+                         "coverage_90": _weighted_coverage(y, lo, hi, w),
                          "max_rhat": diag["max_rhat"], "divergences": diag["divergences"],
                          "sample_seconds": round(res.sample_seconds, 1)})
         log(f"fold {k}: {per_fold[-1]}")
@@ -93,7 +99,7 @@ def masked_run_cv(observations: pd.DataFrame, cfg: Mapping[str, Any], *, folds: 
         "rmse_model_state_seen": _weighted_rmse((y - out.pred_model.to_numpy())[seen], w[seen]) if seen.any() else None,
         "rmse_model_state_unseen": _weighted_rmse((y - out.pred_model.to_numpy())[~seen], w[~seen]) if (~seen).any() else None,
         "runs_state_unseen": int(out.loc[~seen, "run_id"].nunique()),
-        "coverage_90": float(np.sum(w * ((y >= out.lower_90) & (y <= out.upper_90))) / np.sum(w)),
+        "coverage_90": _weighted_coverage(y, out.lower_90.to_numpy(float), out.upper_90.to_numpy(float), w),
         "per_fold": per_fold,
     }
     return out, summary

@@ -437,7 +437,8 @@ def _first(frame: pd.DataFrame | None, column: str) -> Any:
 
 def methodology_record(conn: duckdb.DuckDBPyConnection, fit_dir: Path, stamps: Stamps,
                        tables: dict[str, Collected],
-                       required_validation: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+                       required_validation: list[str] | tuple[str, ...] = (),
+                       latest_cost_fit: Path | None = None) -> dict[str, Any]:
     """How the published numbers were made: configuration, rules, fit diagnostics and settings, cleaning
     counts, sources, libraries. Deterministic for a given fit and data (no run ids or wall-clock times
     of this run), so republishing unchanged inputs reproduces it byte for byte."""
@@ -489,7 +490,7 @@ def methodology_record(conn: duckdb.DuckDBPyConnection, fit_dir: Path, stamps: S
             "publication_sha256": publication_fingerprint,
             "downstream_parts": {part: manifest_fingerprint({part: files}) for part, files in downstream.items()},
         },
-        "cost_fit": _cost_fit_record(tables),
+        "cost_fit": _cost_fit_record(tables, latest_cost_fit),
         "cleaning_stages": _query(conn, "stage_counts.sql", "audit_stage_history", present),
         "sources": _query(conn, "source_snapshots.sql", "source_snapshots", present),
         "libraries": library_versions(),
@@ -509,23 +510,38 @@ def method_version_record() -> dict[str, Any]:
     return {"version": entry.version, "date": entry.date, "title": entry.title, "change_log": "CHANGES.md"}
 
 
-def _cost_fit_record(tables: dict[str, Collected]) -> dict[str, Any] | None:
-    """The cost fit the cost tables come from: its name and its gates (fit_summary.json), when there are any."""
+def _cost_fit_record(tables: dict[str, Collected], latest_cost_fit: Path | None = None) -> dict[str, Any] | None:
+    """The cost fit the cost tables come from (its name and fit_summary.json), and the latest cost fit attempted
+    (`latest`: name, passes, why each failing gate failed), so the report can say plainly when the newest cost
+    fit failed its gates and nothing of it was published. None when there is neither."""
     frame = tables["cost_index"].frame if "cost_index" in tables else None
-    if frame is None or frame.empty or "cost_fit" not in frame.columns:
-        return None
-    name = str(frame["cost_fit"].iloc[0])
-    summary = _read_json(settings.atlas_home() / "model" / "cost_fits" / name / "fit_summary.json") or {}
-    summary.pop("out_dir", None)
-    return {"name": name, "summary": summary}
+    record: dict[str, Any] = {}
+    if frame is not None and not frame.empty and "cost_fit" in frame.columns:
+        name = str(frame["cost_fit"].iloc[0])
+        summary = _read_json(settings.atlas_home() / "model" / "cost_fits" / name / "fit_summary.json") or {}
+        summary.pop("out_dir", None)
+        record.update(name=name, summary=summary)
+    if latest_cost_fit is not None:
+        from atlas_assets.model.diagnostics import failure_reasons
+
+        latest = Path(latest_cost_fit)
+        diagnostics = _read_json(latest / "diagnostics.json")
+        if diagnostics is None:
+            record["latest"] = {"name": latest.name, "passes": False, "failing": {"diagnostics": "no diagnostics.json"}}
+        else:
+            record["latest"] = {"name": latest.name, "passes": diagnostics.get("passes") is True,
+                                "failing": failure_reasons(diagnostics) if diagnostics.get("thresholds") else {}}
+    return record or None
 
 
 def collect_publication(conn: duckdb.DuckDBPyConnection, fit_dir: Path,
-                        required_validation: list[str] | tuple[str, ...] = ()) -> Publication:
-    """The whole publication of the fit in `fit_dir` (the caller has checked it is publishable)."""
+                        required_validation: list[str] | tuple[str, ...] = (),
+                        latest_cost_fit: Path | None = None) -> Publication:
+    """The whole publication of the fit in `fit_dir` (the caller has checked it is publishable); `latest_cost_fit`:
+    the folder of the newest cost fit attempted (passed or `.failed`), recorded in the methodology."""
     fit_dir = Path(fit_dir)
     stamps = fit_stamps(fit_dir)
     tables = collect_tables(conn, fit_dir, stamps, required_validation)
-    record = methodology_record(conn, fit_dir, stamps, tables, required_validation)
+    record = methodology_record(conn, fit_dir, stamps, tables, required_validation, latest_cost_fit)
     notes = {name: item.note for name, item in tables.items() if item.note}
     return Publication(stamps, tables, record, notes)

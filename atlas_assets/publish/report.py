@@ -3,9 +3,9 @@
 Nothing here reads DuckDB or the fit: every number shown comes from a published CSV or
 methodology.json of the version folder it is given, so the page says exactly what was published.
 Sections (each a heading, one sentence and a figure and/or table): leaderboard, reasoning effects,
-difficulty curves, reliability, calibration, forward-in-time errors, the one-number question, how
-it was made. A section whose tables are empty (a validation study that did not run) shows a
-visible note instead of its figure. The page is plain HTML and CSS with images as relative files
+difficulty curves, reliability, calibration, forward-in-time errors, the one-number question, what it
+costs (or why no cost table is published), how it was made. A section whose tables are empty (a
+validation study that did not run) shows a visible note instead of its figure. The page is plain HTML and CSS with images as relative files
 and no scripts; it links the published CSVs beside it (`../<artifact>.csv`).
 """
 
@@ -136,6 +136,15 @@ def num(value: Any, digits: int = 1) -> str:
     except (TypeError, ValueError):
         return DASH
     return DASH if not np.isfinite(value) else f"{value:.{digits}f}"
+
+
+def sig(value: Any, digits: int = 3) -> str:
+    """Significant digits (dollars per task span 1e-4 to 1e2)."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return DASH
+    return DASH if not np.isfinite(value) else f"{value:.{digits}g}"
 
 
 def interval(lower: Any, upper: Any, digits: int = 1) -> str:
@@ -545,6 +554,80 @@ def _comparability(b: _Builder) -> None:
     b.section("comparability", "Which results compare", lede, "".join(parts))
 
 
+def cost_rows(cost_index: pd.DataFrame, n: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The `n` cheapest and the `n` dearest states by median cost index (ties by name); the dearest dearest first."""
+    ranked = cost_index.sort_values(["cost_index_median", "model", "reasoning_state"], kind="mergesort")
+    return ranked.head(n).reset_index(drop=True), ranked.tail(min(n, max(len(ranked) - n, 0))).iloc[::-1].reset_index(drop=True)
+
+
+def _cost_gates_text(summary: dict[str, Any]) -> str:
+    if not summary:
+        return ""
+    return (f" (max R-hat {num(summary.get('max_rhat'), 4)}, min bulk / tail ESS {num(summary.get('min_ess_bulk'), 0)} / "
+            f"{num(summary.get('min_ess_tail'), 0)}, {summary.get('divergences', DASH)} divergences, min E-BFMI "
+            f"{num(summary.get('min_ebfmi'), 2)})")
+
+
+def _cost(b: _Builder) -> None:
+    """The cost table (top and bottom) and the capability-vs-cost frontier, or plainly why there is none."""
+    v = b.version
+    record = v.methodology.get("cost_fit") or {}
+    latest = record.get("latest") or {}
+    index, frontier = v.optional_table("cost_index"), v.optional_table("cost_frontier")
+    lede = ("What each reasoning state costs per task, relative to GPT-5 high (cost index 1) and in typical US dollars "
+            "on a short-answer and an agentic workload, with 90% intervals, from a second Stan model of the reported "
+            "costs (stan/cost.stan).")
+    failed = ""
+    if latest and not latest.get("passes") and latest.get("name") != record.get("name"):
+        why = "; ".join(f"{gate}: {reason}" for gate, reason in (latest.get("failing") or {}).items())
+        failed = (f"The latest cost fit {latest.get('name')} failed its convergence gates ({why or 'passes is not true'}): "
+                  "nothing of it was published.")
+    if index.empty:
+        text = failed + (" No cost table is published." if failed else
+                         "No cost table is published: this publication has no cost_index rows (no cost fit passed its "
+                         "gates, or none was run).")
+        b.section("cost", "What it costs", lede, note(text.strip()))
+        return
+    n = int(b.cfg["cost_rows"])
+    cheapest, dearest = cost_rows(index, n)
+    workloads = [c[len("usd_"):-len("_median")] for c in index.columns if c.startswith("usd_") and c.endswith("_median")]
+    headers = ["model", "state", "cost index", "90% interval"] + [f"USD/task {w.replace('_', '-')} (90%)" for w in workloads] \
+        + ["runs"]
+
+    def rows(frame: pd.DataFrame) -> list[list[Any]]:
+        return [[r["model"], r["reasoning_state"], num(r["cost_index_median"], 3),
+                 interval(r["cost_index_lower"], r["cost_index_upper"], 3)]
+                + [f"{sig(r[f'usd_{w}_median'])} ({sig(r[f'usd_{w}_lower'])} – {sig(r[f'usd_{w}_upper'])})"
+                   for w in workloads] + [int(r["n_runs"])] for _, r in frame.iterrows()]
+
+    summary = record.get("summary") or {}
+    gates = (f", which passed every convergence gate{esc(_cost_gates_text(summary))}" if summary.get("passes") is True
+             else " (its gate record is not in this publication's methodology)")
+    parts = [f"<p>Cost fit <code>{esc(record.get('name') or index['cost_fit'].iloc[0])}</code>{gates}; "
+             f"{len(index)} states.</p>"]
+    if failed:
+        parts.append(note(failed + " The tables below are from the last cost fit that passed."))
+    for w in workloads:
+        used = index[f"usd_{w}_benchmarks"].iloc[0] if f"usd_{w}_benchmarks" in index.columns else ""
+        parts.append(f"<p>{esc(w.replace('_', '-'))} workload: "
+                     f"{esc(used) if isinstance(used, str) and used else 'no benchmark with costs (no figure)'}.</p>")
+    parts.append("<h3>Cheapest</h3>" + table(headers, rows(cheapest), table_id="cost-cheapest", numeric_from=2))
+    parts.append("<h3>Dearest</h3>" + table(headers, rows(dearest), table_id="cost-dearest", numeric_from=2))
+    if frontier.empty:
+        parts.append(note("No state is in both the capability fit (rank-eligible) and the cost fit: no frontier."))
+    else:
+        on = frontier[frontier["pareto_optimal"].astype(bool)].sort_values(
+            ["capability_median", "model"], ascending=[False, True], kind="mergesort")
+        parts.append(f"<h3>Capability-vs-cost frontier</h3><p>{len(on)} of {len(frontier)} states in both fits are "
+                     "Pareto-optimal on the medians (no other state at least as capable and at most as costly); "
+                     "P(frontier) is the share of paired posterior draws in which the state is on it.</p>")
+        parts.append(table(["model", "state", "capability", "cost index", "P(frontier)"],
+                           [[r["model"], r["reasoning_state"], num(r["capability_median"]),
+                             num(r["cost_index_median"], 3), num(r["p_frontier"], 2)] for _, r in on.iterrows()],
+                           table_id="cost-frontier", numeric_from=2))
+    b.section("cost", "What it costs", lede, "".join(parts))
+
+
 METRIC_COLUMNS = [("cells", "n_cells", 0), ("RMSE", "rmse", 3), ("RMSE (points)", "rmse_points", 1),
                   ("MAE", "mae", 3), ("CRPS", "crps", 3), ("Spearman", "spearman", 2),
                   ("50%", "coverage_50", 2), ("90%", "coverage_90", 2), ("95%", "coverage_95", 2)]
@@ -686,12 +769,12 @@ def build_report(version_folder: Path, out_dir: Path, cfg: dict[str, Any]) -> Re
     version = PublishedVersion(version_folder)
     b = _Builder(version, out_dir, cfg)
     for part in (_leaderboard, _headline_gates, _skill_scores, _beyond_the_fit, _reasoning, _difficulty, _reliability,
-                 _quality, _comparability, _scale_and_panel, _calibration, _forward, _dimensionality, _method):
+                 _quality, _comparability, _scale_and_panel, _cost, _calibration, _forward, _dimensionality, _method):
         part(b)
     stamps = version.manifest["stamps"]
     titles = {"leaderboard": "Leaderboard", "gates": "Gate", "skills": "Skills", "beyond": "Beyond the fit",
               "reasoning": "Reasoning", "difficulty": "Difficulty", "reliability": "Reliability", "quality": "Quality",
-              "comparability": "Comparability", "scale": "Scale", "calibration": "Calibration", "forward": "Forward in time",
+              "comparability": "Comparability", "scale": "Scale", "cost": "Cost", "calibration": "Calibration", "forward": "Forward in time",
               "dimensionality": "One number?", "method": "Method"}
     nav = "".join(f'<a href="#{s}">{titles[s]}</a>' for s in b.result.sections)
     page = (

@@ -101,3 +101,29 @@ def test_harness_flag_and_evaluators(conn):
     assert evaluators["epoch_hub/swe_bench_bash.csv"] == "swe_bench" == evaluators["swe_bench/leaderboards.json:Verified"]
     assert evaluators["epoch_hub/aider_polyglot_external.csv"] == "aider"
     assert evaluators["other/x.csv"] == "other/x.csv"                          # unlisted: its own evaluator
+
+
+def test_one_run_under_two_labels_counts_once_and_two_benchmarks_are_two_runs(conn):
+    """'Same run, two labels' (docs/cost.md): one run of m1 on aider_polyglot published by Aider under its own label
+    and copied by Epoch under another source, file and model spelling is one run, its rows weighted 1 / rows; the
+    same dollars on another registered benchmark are another run (another task set), weight 1."""
+    conn.execute("INSERT INTO registry_model_ids VALUES ('m1 (default)', 'm1', 'default', NULL, 'r')")
+    extra = pd.DataFrame([
+        cost("aider", "polyglot_leaderboard.yml", 4, "m1 (default)", "aider_polyglot", 0.13, "total_cost",
+             cost_unit="usd_per_run", reported_value=29.25, tasks=225),
+        cost("epoch_hub", "aider_polyglot_external.csv", 11, "m1", "aider_polyglot", 0.13, "Cost"),
+        cost("epoch_hub", "swe_bench_bash.csv", 12, "m1", "swe_bench_verified", 0.13, "Avg. Cost ($)"),
+    ])
+    conn.register("extra", extra)
+    conn.execute("INSERT INTO raw_costs BY NAME SELECT * FROM extra")
+    run_cost_stage(conn, load_cost_config())
+    rows = conn.execute("""SELECT source, benchmark, run_id, run_rows, weight FROM cost_observations
+                           WHERE model = 'm1' AND usd_per_task = 0.13 ORDER BY source, benchmark""").df()
+    aider = rows[rows.benchmark == "aider_polyglot"]
+    assert len(aider) == 2 and aider.run_id.nunique() == 1
+    assert list(aider.weight) == [0.5, 0.5] and list(aider.run_rows) == [2, 2]
+    swe = rows[rows.benchmark == "swe_bench_verified"]
+    assert len(swe) == 1 and swe.run_id.iloc[0] != aider.run_id.iloc[0] and swe.weight.iloc[0] == 1.0
+    # every run of m1 weighs exactly 1 in the likelihood, however many rows report it
+    per_run = conn.execute("SELECT run_id, sum(weight) FROM cost_observations WHERE model = 'm1' GROUP BY 1").fetchall()
+    assert all(w == pytest.approx(1.0) for _, w in per_run)

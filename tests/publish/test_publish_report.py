@@ -18,7 +18,7 @@ from atlas_assets.publish.report import REPORT_FILE, REPORT_RECORD, build_report
 from tests.publish.fixtures import make_home
 
 SECTIONS = ["leaderboard", "gates", "skills", "beyond", "reasoning", "difficulty", "reliability", "quality",
-            "comparability", "scale", "calibration", "forward", "dimensionality", "method"]
+            "comparability", "scale", "cost", "calibration", "forward", "dimensionality", "method"]
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

@@ -25,6 +25,14 @@ def _md_table(headers: list[str], rows: list[list]) -> dg.MetadataValue:
     return dg.MetadataValue.md("\n".join(lines))
 
 
+def _latest_cost_fit(context) -> Path | None:
+    """The folder of the newest cost fit materialized (passed or failed its gates), if any."""
+    event = context.instance.get_latest_materialization_event(dg.AssetKey("cost_fit"))
+    if event is None or event.asset_materialization is None or "fit_dir" not in event.asset_materialization.metadata:
+        return None
+    return Path(event.asset_materialization.metadata["fit_dir"].value)
+
+
 @dg.asset(
     deps=["capability_scores", "difficulty_bounds", "reliability_grades", "dimensionality_test", "cell_predictions",
           "calibrated_states", "predicted_states", "reference_scores", "active_panel", "cost_index", "cost_frontier",
@@ -62,7 +70,7 @@ def publication(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg
     refusal = None
     with duckdb.get_connection() as conn:
         try:
-            bundle = collect_publication(conn, fit_dir, cfg["required_validation"])
+            bundle = collect_publication(conn, fit_dir, cfg["required_validation"], _latest_cost_fit(context))
         except PublicationRefused as refused:
             refusal = refused
     # raised outside the block: DuckDBResource.get_connection does not close its connection when the body
