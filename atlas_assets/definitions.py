@@ -44,6 +44,15 @@ validation_job = dg.define_asset_job(
     executor_def=validation_executor(),
     description="One validation fold (a partition): refit without its held-out cells and score model and baselines.",
 )
+# Intraday (issue 13): the first results of models outside the fit (new, or below the coverage filter) are
+# calibrated in against the current fit in seconds; the fit itself (group model) is never run by this job, so a
+# change of the fit's own inputs waits for the nightly refresh, which refits only then.
+calibrate_job = dg.define_asset_job(
+    "calibrate_job",
+    selection=dg.AssetSelection.groups("registry", "ingest", "clean") | dg.AssetSelection.assets("calibrated_states"),
+    description="Scrape, registry and cleaning, then calibrate-in of every model outside the current fit "
+    "(calibrated_states): no refit.",
+)
 publish_job = dg.define_asset_job(
     "publish_job",
     selection=folds.downstream() - folds,
@@ -69,6 +78,16 @@ nightly_cost_refresh = dg.ScheduleDefinition(
     description="The cost model after the nightly refresh (an unchanged cost input and specification reuses its fit).",
 )
 
+intraday_calibrate = dg.ScheduleDefinition(
+    name="intraday_calibrate",
+    job=calibrate_job,
+    cron_schedule="0 9,15,21 * * *",
+    execution_timezone="UTC",
+    default_status=dg.DefaultScheduleStatus.RUNNING,
+    description="Between nightly refreshes: new results of models outside the fit are calibrated in (seconds, no "
+    "refit); an unchanged source or table is reused and says why.",
+)
+
 defs = dg.Definitions(
     # Steps run in the run's own process: a step process costs ~5 s of imports here, DuckDB admits one
     # writer anyway, and the Stan fit runs in a process of its own (Dagster Pipes). The "duckdb" pool
@@ -76,8 +95,8 @@ defs = dg.Definitions(
     executor=dg.in_process_executor,
     assets=stage_assets,
     asset_checks=stage_checks,
-    jobs=[atlas_job, cost_job, validation_job, publish_job],
-    schedules=[nightly_refresh, nightly_cost_refresh],
+    jobs=[atlas_job, cost_job, validation_job, publish_job, calibrate_job],
+    schedules=[nightly_refresh, nightly_cost_refresh, intraday_calibrate],
     sensors=[run_failure_alerts],
     resources=build_resources(),
 )

@@ -75,6 +75,11 @@ def test_the_jobs_split_at_the_partitioned_folds():
     assert {"cost_fit", "cost_index"} <= selected("cost_job") and not selected("cost_job") & selected("atlas_job")
     assert defs.resolve_schedule_def("nightly_cost_refresh").job_name == "cost_job"
     assert selected("publish_job") == {"validation_summary", "publication", "report"}
+    # intraday calibrate-in: ingest and cleaning feed calibrated_states against the current fit, never a refit
+    intraday = selected("calibrate_job")
+    assert {"calibrated_states", "family_observations", "audit_exclusions", "epoch_hub_scores"} <= intraday
+    assert not intraday & {"stan_data", "capability_fit", "fit_diagnostics", "capability_scores"}
+    assert defs.resolve_schedule_def("intraday_calibrate").job_name == "calibrate_job"
     graph = defs.resolve_asset_graph()
     keys = graph.get(dg.AssetKey("validation_fold")).partitions_def.get_partition_keys()
     assert keys[:2] == ["forward", "forward_strict"] and "masked_4" in keys and "sensitivity_7" in keys
