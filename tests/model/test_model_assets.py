@@ -78,6 +78,7 @@ def test_cli_fit_publishes_scores_then_reuses_the_fit_and_a_failing_fit_publishe
     output = good.stdout + good.stderr
     assert good.returncode == 0, output[-4000:]
     assert "pystan" in output  # the run log says which engine ran
+    assert "fit start: cold: no earlier fit" in output and "pilot fit:" in output
     diagnostics = dict(query(home, "SELECT metric, passes FROM fit_diagnostics"))
     assert all(diagnostics.values()), diagnostics
     published = query(home, "SELECT model, display_mean FROM capability_model_scores ORDER BY model")
@@ -104,6 +105,8 @@ def test_cli_fit_publishes_scores_then_reuses_the_fit_and_a_failing_fit_publishe
     bad_output = bad.stdout + bad.stderr
     assert bad.returncode != 0
     assert "gate_min_ess_bulk" in bad_output
+    # a refit of the same model starts from the last good fit (warm_start: previous_fit), not from a pilot
+    assert f"fit start: warm from {fits[0].name}" in bad_output and "pilot fit:" not in bad_output
     assert not dict(query(home, "SELECT metric, passes FROM fit_diagnostics"))["min_ess_bulk"]
     assert published_bytes(home) == before
     failed = [p.name for p in (home / "model" / "fits").iterdir() if p.name.endswith(".failed")]
