@@ -30,12 +30,18 @@ def model_changes(changes: Mapping[str, list[str]]) -> list[str]:
     return out
 
 
-def warm_start_source(previous: Path | None, changes: Mapping[str, list[str]], mode: str) -> tuple[Path | None, str]:
-    """(earlier fit folder to start from, or None; the reason, said in the fit's metadata)."""
+def warm_start_source(previous: Path | None, changes: Mapping[str, list[str]], mode: str,
+                      target: Path | None = None) -> tuple[Path | None, str]:
+    """(earlier fit folder to start from, or None; the reason, said in the fit's metadata). `target` is the folder
+    the new fit will be: a refit of the same inputs and settings (a forced refit, a re-run after a crash) takes the
+    cold route, which reproduces the earlier fit byte for byte from the same seed; a warm fit depends on its source
+    as well, which its metadata and fit_summary.json name."""
     if mode != "previous_fit":
         return None, "cold: warm starts are off (model.yaml sampler.precondition.warm_start)"
     if previous is None:
         return None, "cold: no earlier fit"
+    if target is not None and previous.name == target.name:
+        return None, f"cold: same inputs and settings as {previous.name} (the cold route reproduces it)"
     summary_path = previous / "fit_summary.json"
     if not summary_path.exists() or not (previous / "posterior.nc").exists():
         return None, f"cold: the earlier fit {previous.name} is not on disk"

@@ -20,6 +20,14 @@ def test_a_data_change_starts_from_the_last_good_fit(tmp_path):
     folder = earlier_fit(tmp_path)
     assert warm_start_source(folder, DATA_ONLY, "previous_fit") == (folder, f"warm from {folder.name}")
     assert warm_start_source(folder, {}, "previous_fit")[0] == folder  # same inputs, other sampler settings
+    new_data = tmp_path / "cccc-bbbb-c4w1000d750s1"
+    assert warm_start_source(folder, DATA_ONLY, "previous_fit", target=new_data)[0] == folder
+
+
+def test_a_refit_of_the_same_inputs_and_settings_takes_the_reproducible_cold_route(tmp_path):
+    folder = earlier_fit(tmp_path)
+    source, reason = warm_start_source(folder, {}, "previous_fit", target=folder)
+    assert source is None and reason.startswith(f"cold: same inputs and settings as {folder.name}")
 
 
 def test_a_changed_model_a_failed_or_missing_fit_or_the_switch_off_start_cold(tmp_path):

@@ -169,7 +169,8 @@ def capability_fit(
                                 data_version=final.name)
 
     options = dict(overrides.get("sampler", {}))
-    warm_from, warm_reason = warm_start_source(previous, changes, (sampler.get("precondition") or {}).get("warm_start", "none"))
+    warm_from, warm_reason = warm_start_source(previous, changes, (sampler.get("precondition") or {}).get("warm_start", "none"),
+                                               target=final)
     if warm_from is not None:
         options["warm-from"] = str(warm_from)
     context.log.info(f"fit start: {warm_reason}")
