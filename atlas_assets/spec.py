@@ -159,10 +159,14 @@ def specification_fingerprint(scope: str = "fit") -> str:
     return manifest_fingerprint(specification_manifest(scope=scope))
 
 
+# changed_files' single key when there is nothing to compare with
+NO_EARLIER_MANIFEST = "(no earlier manifest)"
+
+
 def changed_files(old: dict[str, dict[str, str]] | None, new: dict[str, dict[str, str]]) -> dict[str, list[str]]:
     """part -> files (or distributions) added, removed or changed from `old` to `new`; {} when identical."""
     if old is None:
-        return {"(no earlier manifest)": []}
+        return {NO_EARLIER_MANIFEST: []}
     out: dict[str, list[str]] = {}
     for part in sorted(set(old) | set(new)):
         before, after = old.get(part, {}), new.get(part, {})

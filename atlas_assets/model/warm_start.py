@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Mapping
 
+from atlas_assets.spec import NO_EARLIER_MANIFEST
+
 # specification parts (spec.changed_files) whose change makes an earlier posterior a different model's
 MODEL_PARTS = {"stan": None, "config": {"model_config"}}
 
@@ -20,8 +22,8 @@ MODEL_PARTS = {"stan": None, "config": {"model_config"}}
 def model_changes(changes: Mapping[str, list[str]]) -> list[str]:
     """The entries of `changes` (spec.changed_files) that change the model itself; an earlier fit without a
     manifest counts as a different model."""
-    if "(no earlier manifest)" in changes:
-        return ["(no earlier manifest)"]
+    if NO_EARLIER_MANIFEST in changes:
+        return [NO_EARLIER_MANIFEST]
     out = []
     for part, names in changes.items():
         if part in MODEL_PARTS:

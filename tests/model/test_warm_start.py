@@ -3,6 +3,7 @@
 import json
 
 from atlas_assets.model.warm_start import warm_start_source
+from atlas_assets.spec import changed_files
 
 
 def earlier_fit(tmp_path, name="aaaa-bbbb-c4w1000d750s1", passes=True):
@@ -36,7 +37,7 @@ def test_a_changed_model_a_failed_or_missing_fit_or_the_switch_off_start_cold(tm
     assert program[0] is None and "stan: stan/atlas.stan" in program[1]
     priors = warm_start_source(folder, {"config": ["model_config", "atlas_assets/config/models.yaml"]}, "previous_fit")
     assert priors[0] is None and "config: model_config" in priors[1] and "models.yaml" not in priors[1]
-    assert warm_start_source(folder, {"(no earlier manifest)": []}, "previous_fit")[0] is None
+    assert warm_start_source(folder, changed_files(None, {}), "previous_fit")[0] is None
 
     failed = earlier_fit(tmp_path, "aaaa-bbbb-c4w1000d750s1.failed", passes=False)
     assert warm_start_source(failed, DATA_ONLY, "previous_fit") == (None, f"cold: the earlier fit {failed.name} failed its gates")
