@@ -43,50 +43,12 @@ class LoadedCostFit:
     config: dict
 
 
-def patient_pystan_client() -> None:
-    """PyStan talks to httpstan through an aiohttp session with aiohttp's default 300 s total timeout; a cold PyStan
-    build of stan/cost.stan on 2 loaded cores took ~7 min, and stan.build failed with a bare TimeoutError while
-    httpstan went on compiling. No client timeout: httpstan's build and the sampler bound the wait. (Here, not in
-    model/engines.py, whose code is in the capability fit's fingerprint: moving it there forces that refit.)"""
-    import functools
-    import types
-
-    import aiohttp
-    import aiohttp.web
-    import stan.common
-
-    if getattr(stan.common.aiohttp, "atlas_patient", False):
-        return
-    stan.common.aiohttp = types.SimpleNamespace(
-        web=aiohttp.web, atlas_patient=True,
-        ClientSession=functools.partial(aiohttp.ClientSession, timeout=aiohttp.ClientTimeout(total=None)))
-
-
-def discard_interrupted_pystan_build(source: str, log: Callable[[str], None]) -> None:
-    """httpstan writes a model's stderr.log after its extension is built; a build killed in between (the timeout
-    above, a kill) leaves the folder without it, and every later build of the program then fails with an opaque
-    '500 Internal Server Error' (FileNotFoundError on stderr.log inside httpstan). Such a folder is removed, so the
-    program is built again."""
-    import shutil
-
-    import httpstan.cache
-    import httpstan.models
-
-    folder = httpstan.cache.model_directory(httpstan.models.calculate_model_name(source))
-    if folder.exists() and not (folder / "stderr.log").exists():
-        log(f"PyStan: {folder} is an interrupted build (no stderr.log): removed, building again")
-        shutil.rmtree(folder)
-
-
 def sample_cost_posterior(ci: CostInput, cfg: Mapping[str, Any], *, log: Callable[[str], None] = print,
                           engine: str | None = None, sampler: Mapping[str, Any] | None = None):
     """NUTS on the cost data (atlas_assets.model.engines.fit_model); returns the FitResult."""
-    from atlas_assets.model.engines import fit_model, select_engine
+    from atlas_assets.model.engines import fit_model
 
     smp = {**cfg["sampler"], **(sampler or {})}
-    if select_engine(engine or smp.get("engine", "auto")) == "pystan":
-        patient_pystan_client()
-        discard_interrupted_pystan_build(cost_stan_file(cfg).read_text(), log)
     return fit_model(cost_stan_file(cfg), ci.data, chains=int(smp["chains"]), warmup=int(smp["warmup"]),
                      draws=int(smp["draws"]), seed=int(smp["seed"]), engine=engine or smp.get("engine", "auto"),
                      init=float(smp.get("init_radius", 0.5)), adapt_delta=float(smp["adapt_delta"]),

@@ -303,12 +303,52 @@ def _patient_stanc() -> None:
     httpstan.compile.subprocess = shim
 
 
+def _patient_pystan_client() -> None:
+    """PyStan talks to httpstan through an aiohttp session with aiohttp's default 300 s total timeout; a cold PyStan
+    build of stan/cost.stan on 2 loaded cores took ~7 min, and stan.build failed with a bare TimeoutError while
+    httpstan went on compiling. No client timeout: httpstan's build and the sampler bound the wait."""
+    import functools
+    import types
+
+    import aiohttp
+    import aiohttp.web
+    import stan.common
+
+    if getattr(stan.common.aiohttp, "atlas_patient", False):
+        return
+    stan.common.aiohttp = types.SimpleNamespace(
+        web=aiohttp.web, atlas_patient=True,
+        ClientSession=functools.partial(aiohttp.ClientSession, timeout=aiohttp.ClientTimeout(total=None)))
+
+
+def _discard_interrupted_pystan_build(source: str, log: LogFn) -> None:
+    """httpstan writes a model's stderr.log after its extension is built; a build killed in between (the timeout
+    above, a kill) leaves the folder without it, and every later build of the program then fails with an opaque
+    '500 Internal Server Error' (FileNotFoundError on stderr.log inside httpstan). Such a folder is removed, so the
+    program is built again; one touched in the last 15 minutes may be another process's build under way, and is
+    left alone."""
+    import shutil
+
+    import httpstan.cache
+    import httpstan.models
+
+    folder = httpstan.cache.model_directory(httpstan.models.calculate_model_name(source))
+    if not folder.exists() or (folder / "stderr.log").exists():
+        return
+    newest = max([p.stat().st_mtime for p in folder.rglob("*")] + [folder.stat().st_mtime])
+    if time.time() - newest > 15 * 60:
+        log(f"PyStan: {folder} is an interrupted build (no stderr.log): removed, building again")
+        shutil.rmtree(folder)
+
+
 def _fit_pystan(source, data, chains, warmup, draws, seed, init, adapt_delta, max_treedepth, log, save_warmup):
     import stan
     import stan.common
     import stan.fit
 
     _patient_stanc()
+    _patient_pystan_client()
+    _discard_interrupted_pystan_build(source, log)
     data = _jsonable(dict(data))
     cached = pystan_is_cached(source)
     log("PyStan: compiled model found in httpstan cache" if cached else "PyStan: compiling (not cached)")
