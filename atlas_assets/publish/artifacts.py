@@ -182,6 +182,13 @@ ARTIFACTS: tuple[Artifact, ...] = (
              _cols("model reasoning_state scale previous_fit display_mean_old:float display_mean_new:float "
                    "move:float within_interval:bool"),
              required=False, order_by=("scale", "model", "reasoning_state")),
+    Artifact("reference_conversions", "table", "Old->new conversions of the reference scale: display on new_version "
+             "= alpha + gamma x display on old_version, linked through the two versions' shared families; from the "
+             "last good publication's version when the scale changed since (since_last_publication) and from every "
+             "other frozen version.",
+             _cols("old_version new_version alpha:float gamma:float n_shared_families:int shared_families "
+                   "since_last_publication:bool basis formula"),
+             required=False, order_by=("old_version", "new_version")),
     Artifact("validation_metrics", "table", "Per study and method: RMSE, MAE, CRPS, Spearman and interval coverage "
              "of held-out cells.",
              _cols("study method n_cells:int n_folds:int rmse:float mae:float rmse_points:float mae_points:float "

@@ -498,9 +498,10 @@ def _scale_and_panel(b: _Builder) -> None:
     v = b.version
     reference, drift = v.optional_table("reference_state_scores"), v.optional_table("reference_scale_drift")
     panel, variant = v.optional_table("active_panel"), v.optional_table("active_panel_scores")
+    conversions = v.optional_table("reference_conversions")
     lede = ("Scores on a frozen reference scale, so a model's number moves mainly when its own results change; and "
             "the benchmarks new models are still tested on.")
-    if reference.empty and panel.empty:
+    if reference.empty and panel.empty and conversions.empty:
         b.section("scale", "Frozen scale and active panel", lede,
                   note("This publication has neither reference-scale scores nor an active panel (it predates them)."))
         return
@@ -514,6 +515,19 @@ def _scale_and_panel(b: _Builder) -> None:
         parts.append(table(["model", "state", "reference score", "90% interval"],
                            [[r.model, r.reasoning_state, num(r.display_mean), f"{num(r.display_lower)} – {num(r.display_upper)}"]
                             for r in eligible.head(10).itertuples()], table_id="reference-top"))
+    if len(conversions):
+        rebased = conversions[conversions["since_last_publication"].astype(bool)]
+        for r in rebased.itertuples():
+            parts.append(f"<p><b>Rebase since the last publication</b>: its scores were on reference "
+                         f"<b>{esc(r.old_version)}</b>, these are on <b>{esc(r.new_version)}</b>. A score published on "
+                         f"{esc(r.old_version)} reads as {num(r.alpha, 2)} + {num(r.gamma, 4)} × that score on "
+                         f"{esc(r.new_version)} (linked through {int(r.n_shared_families)} shared families).</p>")
+        parts.append(f"<p>Conversions between frozen reference versions (<code>reference_conversions.csv</code>): "
+                     "display on the new version = α + γ × display on the old one.</p>")
+        parts.append(table(["old version", "new version", "α", "γ", "shared families", "since the last publication"],
+                           [[r.old_version, r.new_version, num(r.alpha, 3), num(r.gamma, 5), int(r.n_shared_families),
+                             "yes" if r.since_last_publication else "no"] for r in conversions.itertuples()],
+                           table_id="reference-conversions", numeric_from=2))
     if len(drift):
         rows = []
         for scale, moved in drift.groupby("scale", sort=True):

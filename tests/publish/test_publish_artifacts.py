@@ -33,6 +33,7 @@ def test_every_artifact_is_stamped_with_the_one_fit_data_hash_and_specification(
                       "predicted_states", "predicted_state_cells",
                       "unknown_setting_states", "unknown_setting_cells",
                       "reference_state_scores", "reference_model_scores", "reference_scale_drift",
+                      "reference_conversions",
                       "active_panel", "active_panel_scores",
                       "cost_index", "cost_frontier",
                       "family_quality", "family_quality_agreement", "comparability_verdicts"}

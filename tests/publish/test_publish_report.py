@@ -224,3 +224,30 @@ def test_calibrated_states_skill_scores_are_published_and_shown_apart_from_the_r
         ranked = TableRows(f"skill-{category}-table")
         ranked.feed(page)
         assert "newcomer" not in {row[0] for row in ranked.rows if row}
+
+
+def test_a_rebase_publishes_its_conversion_and_the_report_says_so(tmp_path, bundle):
+    """Two constructed frozen reference versions, the last publication on the older one: the publication carries the
+    old->new conversion (versions, alpha, gamma, shared families) and the report tells a reader of the old numbers
+    how to read them on the new scale."""
+    from atlas_assets.outputs import reference_scale as rs
+    from tests.outputs.test_reference_scale import two_frozen_versions
+
+    scales = tmp_path / "reference_scales"
+    in_force = two_frozen_versions(scales)
+    conversions = rs.conversion_table(in_force, "2026-Q4", 10, scales).assign(fit=bundle.fit)
+    folder = published(tmp_path, bundle, replace={"reference_conversions": conversions})
+    out = tmp_path / "report"
+    out.mkdir()
+    build_report(folder, out, load_publish_config()["report"])
+    page = (out / REPORT_FILE).read_text()
+    files = pd.read_csv(folder / "reference_conversions.csv")
+    assert files[["old_version", "new_version", "n_shared_families"]].values.tolist() == [["2026-Q4", "2027-Q2", 12]]
+    assert files["since_last_publication"].tolist() == [True] and set(files["fit"]) == {bundle.fit}
+    row = files.iloc[0]
+    assert (f"A score published on 2026-Q4 reads as {row['alpha']:.2f} + {row['gamma']:.4f} × that score on 2027-Q2"
+            in page)
+    shown = TableRows("reference-conversions")
+    shown.feed(page)
+    assert [r for r in shown.rows if r] == [["2026-Q4", "2027-Q2", f"{row['alpha']:.3f}", f"{row['gamma']:.5f}", "12",
+                                            "yes"]]
