@@ -61,6 +61,15 @@ def published(root, bundle, **changes):
     return outcome.folder
 
 
+def published_report(root, bundle, **changes):
+    """(version folder, its report page) of a publication of the fixture fit with `changes` to its tables."""
+    folder = published(root, bundle, **changes)
+    out = root / "report"
+    out.mkdir()
+    build_report(folder, out, load_publish_config()["report"])
+    return folder, (out / REPORT_FILE).read_text()
+
+
 @pytest.fixture(scope="module")
 def full_report(tmp_path_factory, bundle):
     root = tmp_path_factory.mktemp("report_full")
@@ -202,11 +211,7 @@ def test_calibrated_states_skill_scores_are_published_and_shown_apart_from_the_r
     taus = pd.DataFrame({"category": ["coding", "math", "science"], "deviation_sd": 0.3})
     calibrated = calibrated_skill_scores(draws, families, calibration, reasoning, priors, membership, taus, CFG, 0.9,
                                          seed=1).assign(fit=bundle.fit)
-    folder = published(tmp_path, bundle, replace={"calibrated_skill_scores": calibrated})
-    out = tmp_path / "report"
-    out.mkdir()
-    build_report(folder, out, load_publish_config()["report"])
-    page = (out / REPORT_FILE).read_text()
+    folder, page = published_report(tmp_path, bundle, replace={"calibrated_skill_scores": calibrated})
     files = pd.read_csv(folder / "calibrated_skill_scores.csv")
     assert len(files) == 3 and set(files["path"]) == {"calibrated"} and files["category_rank"].isna().all()
     shown = TableRows("calibrated-skill-table")
@@ -236,11 +241,7 @@ def test_a_rebase_publishes_its_conversion_and_the_report_says_so(tmp_path, bund
     scales = tmp_path / "reference_scales"
     in_force = two_frozen_versions(scales)
     conversions = rs.conversion_table(in_force, "2026-Q4", 10, scales).assign(fit=bundle.fit)
-    folder = published(tmp_path, bundle, replace={"reference_conversions": conversions})
-    out = tmp_path / "report"
-    out.mkdir()
-    build_report(folder, out, load_publish_config()["report"])
-    page = (out / REPORT_FILE).read_text()
+    folder, page = published_report(tmp_path, bundle, replace={"reference_conversions": conversions})
     files = pd.read_csv(folder / "reference_conversions.csv")
     assert files[["old_version", "new_version", "n_shared_families"]].values.tolist() == [["2026-Q4", "2027-Q2", 12]]
     assert files["since_last_publication"].tolist() == [True] and set(files["fit"]) == {bundle.fit}

@@ -111,9 +111,7 @@ def calibrated_cell_predictions_complete(duckdb: DuckDBResource) -> dg.AssetChec
 def calibrated_skill_scores_valid(duckdb: DuckDBResource) -> dg.AssetCheckResult:
     from atlas_assets.defs.outputs.skill_scores import skill_table_result
     from atlas_assets.outputs.calibrate import PATH
-    from atlas_assets.outputs.config import load_outputs_config
 
-    min_f = int(load_outputs_config()["skill_scores"]["min_families"])
     skills = _table(duckdb, "SELECT * FROM calibrated_skill_scores")
     states = _table(duckdb, "SELECT fit FROM calibrated_states")
     taus = _table(duckdb, "SELECT category, deviation_sd, fit FROM skill_deviations")
@@ -126,7 +124,7 @@ def calibrated_skill_scores_valid(duckdb: DuckDBResource) -> dg.AssetCheckResult
                                                                               suffixes=("", "_fitted"))
         if not np.isclose(learned["deviation_sd"], learned["deviation_sd_fitted"]).all():
             problems.append("a category's deviation sd is not the one the fitted states learned (skill_deviations)")
-    return skill_table_result(skills, len(states), min_f, "calibrated_skill_scores", problems)
+    return skill_table_result(skills, len(states), "calibrated_skill_scores", problems)
 
 
 @dg.asset_check(asset="calibrated_states", description="Signal (WARN): the calibrated numbers are consistent with the "

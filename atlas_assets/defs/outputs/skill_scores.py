@@ -106,14 +106,16 @@ def skill_deviations_of(duckdb: DuckDBResource, fit: str) -> pd.DataFrame:
     return taus.drop(columns="fit")
 
 
-def skill_table_result(table: pd.DataFrame, n_states: int, min_f: int, suite_name: str,
-                       problems: list[str]) -> dg.AssetCheckResult:
+def skill_table_result(table: pd.DataFrame, n_states: int, suite_name: str, problems: list[str]
+                       ) -> dg.AssetCheckResult:
     """What a published skill table promises, fitted or calibrated: every state x category once; a number exactly
-    where the state has >= min_f families in the category, 'not enough data' and no number otherwise; n_families
-    the count of the families listed; published summaries finite with ordered intervals. `problems`: the caller's
-    own, reported with these."""
+    where the state has >= skill_scores.min_families families in the category, 'not enough data' and no number
+    otherwise; n_families the count of the families listed; published summaries finite with ordered intervals.
+    `problems`: the caller's own, reported with these."""
+    from atlas_assets.outputs.config import load_outputs_config
     from atlas_assets.outputs.skill_scores import NOT_ENOUGH, PUBLISHED
 
+    min_f = int(load_outputs_config()["skill_scores"]["min_families"])
     problems = list(problems)
     if table.duplicated(["model", "reasoning_state", "category"]).any():
         problems.append("duplicated state x category rows")
@@ -145,16 +147,13 @@ def skill_table_result(table: pd.DataFrame, n_states: int, min_f: int, suite_nam
                 "published summaries finite with ordered intervals; a positive deviation sd for each category; one "
                 "fit for both tables.")
 def skill_scores_valid(duckdb: DuckDBResource) -> dg.AssetCheckResult:
-    from atlas_assets.outputs.config import load_outputs_config
-
-    min_f = int(load_outputs_config()["skill_scores"]["min_families"])
     table = _table(duckdb, "SELECT * FROM skill_scores")
     taus = _table(duckdb, "SELECT * FROM skill_deviations")
     n_states = int(_table(duckdb, "SELECT count(*) AS n FROM model_index_states")["n"].iloc[0])
     problems = _one_fit(pd.concat([table[["fit"]], taus[["fit"]]]))
     if set(table["category"]) - set(taus["category"]) or (taus["deviation_sd"] <= 0).any():
         problems.append("a category without a positive deviation sd")
-    return skill_table_result(table, n_states, min_f, "skill_scores", problems)
+    return skill_table_result(table, n_states, "skill_scores", problems)
 
 
 @dg.asset_check(asset="skill_scores", description="Signal (WARN): no category's deviation sd sits at the top of its "
