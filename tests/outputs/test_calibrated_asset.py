@@ -85,7 +85,7 @@ def test_calibrated_states_from_a_fit_and_refused_from_an_out_of_date_one(tmp_pa
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-5000:]
     for check in ("calibrated_states_valid", "calibrated_cell_predictions_complete", "calibrated_skill_scores_valid"):
-        assert check in output
+        assert f"Asset check '{check}' on 'calibrated_states' passed" in output, check
     with duckdb.connect(str(home / "atlas.duckdb"), read_only=True) as conn:
         states = conn.execute("SELECT * FROM calibrated_states").df()
         cells = conn.execute("SELECT * FROM calibrated_cell_predictions").df()

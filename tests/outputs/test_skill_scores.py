@@ -239,3 +239,38 @@ def test_calibrated_skills_refuse_deviations_that_are_not_the_fits(tmp_path):
         conn.execute("UPDATE skill_deviations SET fit = 'good'")
     taus = skill_deviations_of(resource, "good")
     assert dict(zip(taus["category"], taus["deviation_sd"])) == {"coding": 0.3, "math": 0.2}
+
+
+def test_the_calibrated_skill_check_catches_an_invented_number_a_borrowed_sd_and_a_rank(tmp_path):
+    import duckdb
+    from dagster_duckdb import DuckDBResource
+
+    from atlas_assets.defs.outputs.calibrated_checks import calibrated_skill_scores_valid
+
+    draws, families, membership, calibration, reasoning, priors = newcomer_world(
+        {"coding": 2.0, "math": 1.0, "science": 1.5}, theta_prior=(1.5, 0.4), seed=5, n_draws=60,
+        families_per_category={"coding": 2, "math": 2, "science": 1})
+    taus = pd.DataFrame({"category": ["coding", "math", "science"], "deviation_sd": 0.3})
+    good = S.calibrated_skill_scores(draws, families, calibration, reasoning, priors, membership, taus, CFG, 0.9,
+                                     seed=1).assign(fit="f")
+    path = tmp_path / "atlas.duckdb"
+
+    def check(skills):
+        with duckdb.connect(str(path)) as conn:
+            for name, frame in {"calibrated_skill_scores": skills, "skill_deviations": taus.assign(fit="f"),
+                                "calibrated_states": calibration.states.assign(fit="f")}.items():
+                conn.register("frame", frame)
+                conn.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM frame")
+                conn.unregister("frame")
+        result = calibrated_skill_scores_valid(duckdb=DuckDBResource(database=str(path)))
+        return result.passed, result.metadata["problems"].value
+
+    assert check(good) == (True, [])
+    science = good["category"] == "science"
+    invented = good.copy()
+    invented.loc[science, "display_mean"] = 140.0
+    assert "a number on a 'not enough data' row" in check(invented)[1]
+    borrowed = good.assign(deviation_sd=np.where(science, 0.6, good["deviation_sd"]))
+    assert any("learned (skill_deviations)" in p for p in check(borrowed)[1])
+    ranked = good.assign(category_rank=np.where(good["status"] == S.PUBLISHED, 1.0, np.nan))
+    assert any("ranked" in p for p in check(ranked)[1])
