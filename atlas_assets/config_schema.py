@@ -313,7 +313,8 @@ class CalibrateConfig(Strict):
     bandwidth_years: Number | None = Field(gt=0)  # None: one line over all dated models
 
 
-class ActivePanelConfig(Strict):
+class ResultDatesConfig(Strict):
+    # the one window of "recent" results (outputs/sql/result_dates.sql), read by active_panel and family_quality
     window_days: int = Field(ge=1)
 
 
@@ -335,7 +336,6 @@ class QualityBands(Strict):
 
 
 class FamilyQualityConfig(Strict):
-    live_window_days: int = Field(ge=1)
     min_live_models: int = Field(ge=2)
     top_headroom: int = Field(ge=1)
     top_discrimination: int = Field(ge=2)
@@ -399,7 +399,7 @@ class SkillScoresConfig(Strict):
 class OutputsFile(Strict):
     version: int
     reference_scale: ReferenceScaleConfig
-    active_panel: ActivePanelConfig
+    result_dates: ResultDatesConfig
     draws: OutputDraws
     calibrate: CalibrateConfig
     skill_scores: SkillScoresConfig

@@ -15,10 +15,11 @@ quality = the product of the four weights, published only when all four exist (`
 did not). Headroom and discrimination need a ceiling and a points scale: rating families (Elo, standardised
 in the fit) get neither.
 
-The live pool (outputs.yaml `family_quality`): the fit's modeled observations dated within
-`live_window_days` of the snapshot date (the newest result date in the fit's data), a result dated by the
-newest evaluation date of its raw rows, else by its model's release date; undated results are not live; each
-model enters once, with its best live state's score. Fewer than `min_live_models` live models: headroom and
+The live pool: the fit's modeled observations that are recent by the one dating rule the active panel shares
+(outputs/result_dates.py, outputs/sql/result_dates.sql: dated by the newest evaluation date of its raw rows, else
+by its model's release date; recent = within outputs.yaml `result_dates.window_days` of the snapshot date, the
+newest result date in the fit's data); undated results are not live; each model enters once, with its best live
+state's score. Fewer than `min_live_models` live models (outputs.yaml `family_quality`): headroom and
 discrimination are not measured for that family.
 
 Agreement with the reliability grade: Spearman's rank correlation between each weight (and quality) and the
@@ -37,25 +38,11 @@ from scipy.stats import spearmanr
 GRADE_ORDER = ("A", "B", "C", "D", "ungraded")
 
 
-def result_dates(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per observation (model, reasoning_state, family): u, kind, the result date and where it came from.
-    `rows`: observation_rows.sql (one row per raw row behind an observation)."""
-    rows = rows.assign(evaluated_on=pd.to_datetime(rows["evaluated_on"], errors="coerce"),
-                       released_on=pd.to_datetime(rows["released_on"], errors="coerce"))
-    out = rows.groupby(["model", "reasoning_state", "family"], sort=True).agg(
-        u=("u", "first"), kind=("kind", "first"), evaluated_on=("evaluated_on", "max"),
-        released_on=("released_on", "first")).reset_index()
-    out["result_date"] = out["evaluated_on"].fillna(out["released_on"])
-    out["dated_by"] = np.where(out["evaluated_on"].notna(), "evaluated",
-                               np.where(out["released_on"].notna(), "release", "undated"))
-    return out
-
-
-def live_pool(dated: pd.DataFrame, window_days: int) -> tuple[pd.DataFrame, pd.Timestamp, pd.Timestamp]:
-    """(one row per family x model: its best live score, snapshot date, window start)."""
-    snapshot = dated["result_date"].max()
-    start = snapshot - pd.Timedelta(days=int(window_days))
-    live = dated[dated["result_date"].notna() & (dated["result_date"] >= start)]
+def live_pool(dated: pd.DataFrame) -> tuple[pd.DataFrame, pd.Timestamp, pd.Timestamp]:
+    """(one row per family x model: its best live score, snapshot date, window start). `dated`: the result_dates
+    macro's rows (outputs/result_dates.py), which say what is recent; nothing is re-dated here."""
+    snapshot, start = pd.Timestamp(dated["as_of"].iloc[0]), pd.Timestamp(dated["window_start"].iloc[0])
+    live = dated[dated["recent"].astype(bool)]
     best = live.sort_values("u", ascending=False, kind="mergesort").drop_duplicates(["family", "model"])
     return best.reset_index(drop=True), snapshot, start
 
@@ -86,8 +73,8 @@ def primary_registry(registry: pd.DataFrame) -> pd.DataFrame:
 def family_quality(dated: pd.DataFrame, registry: pd.DataFrame, grades: pd.DataFrame,
                    cfg: Mapping[str, Any]) -> pd.DataFrame:
     """One row per family of `grades` (the fitted families): the four measures, their inputs and weights, quality,
-    and the reliability grade beside them."""
-    pool, snapshot, start = live_pool(dated, cfg["live_window_days"])
+    and the reliability grade beside them. `dated`: outputs/result_dates.py's rows of the fit's observations."""
+    pool, snapshot, start = live_pool(dated)
     reg = primary_registry(registry).set_index("family")
     n_top, n_spread, min_live = int(cfg["top_headroom"]), int(cfg["top_discrimination"]), int(cfg["min_live_models"])
     rows = []
@@ -101,7 +88,7 @@ def family_quality(dated: pd.DataFrame, registry: pd.DataFrame, grades: pd.DataF
             "n_dated_by_evaluation": int((mine["dated_by"] == "evaluated").sum()),
             "n_dated_by_release": int((mine["dated_by"] == "release").sum()),
             "n_undated": int((mine["dated_by"] == "undated").sum()),
-            "n_live_observations": int(((mine["result_date"] >= start) & mine["result_date"].notna()).sum()),
+            "n_live_observations": int(mine["recent"].astype(bool).sum()),
             "n_live_models": len(scores), "snapshot_date": snapshot.date(), "live_from": start.date(),
             "newest_result": mine["result_date"].max().date() if mine["result_date"].notna().any() else None,
         }
@@ -146,13 +133,13 @@ def family_quality(dated: pd.DataFrame, registry: pd.DataFrame, grades: pd.DataF
     out["quality_band"] = np.where(out["quality"].isna(), "not measured",
                                    np.where(out["quality"] >= bands["high"], "high",
                                             np.where(out["quality"] >= bands["medium"], "medium", "low")))
-    out["rule"] = rule_text(cfg)
+    out["rule"] = rule_text(cfg, int(dated["window_days"].iloc[0]))
     return out
 
 
-def rule_text(cfg: Mapping[str, Any]) -> str:
+def rule_text(cfg: Mapping[str, Any], window_days: int) -> str:
     w = cfg["contamination_weights"]
-    return (f"live pool: results dated (evaluation, else release date) within {cfg['live_window_days']} days of the "
+    return (f"live pool: results dated (evaluation, else release date) within {window_days} days of the "
             f"newest result, best state per model, >= {cfg['min_live_models']} models; headroom = 100(1 - median top "
             f"{cfg['top_headroom']}), weight headroom/{cfg['headroom_full_points']:g} in [{cfg['headroom_floor']:g}, 1]; "
             f"discrimination = sd top {cfg['top_discrimination']}, weight sd/{cfg['discrimination_full_points']:g} in "

@@ -15,7 +15,9 @@ its scores keep their anchored display units on average (the adoption of a refer
 numbers), and linking a draw to the frozen means removes the part of the scale's uncertainty that the anchors
 carried (the anchors' own intervals stop being zero by construction). New families are simply not in the link:
 they are placed on the frozen scale through the linked draws. A rebase is a new version: `conversion` gives the
-old->new display map (both are affine in the latent scale, linked through the two versions' shared families).
+old->new display map (both are affine in the latent scale, linked through the two versions' shared families), and
+`conversion_table` the conversions a publication carries (from the last good publication's version when the scale
+changed since, and from every other frozen version).
 
 The reference files live in atlas_assets/config/reference_scales/<version>.yaml (publication scope of the
 fingerprint); `python -m atlas_assets.outputs.reference_scale freeze --version V [--fit DIR]` writes one.
@@ -190,6 +192,47 @@ def conversion(old: ReferenceScale, new: ReferenceScale, min_shared: int) -> tup
     gamma = new.display_scale / (old.display_scale * B)
     alpha = new.display_offset - gamma * (old.display_offset + old.display_scale * A)
     return alpha, gamma, to_old.families
+
+
+def frozen_versions(directory: Path | None = None) -> list[str]:
+    """Every frozen reference version (the file names under the reference_scales folder), sorted."""
+    folder = Path(directory or settings.reference_scale_dir())
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+CONVERSION_COLUMNS = ["old_version", "new_version", "alpha", "gamma", "n_shared_families", "shared_families",
+                      "old_fit", "new_fit", "since_last_publication", "basis", "formula"]
+
+
+def conversion_table(in_force: ReferenceScale, published_version: str | None, min_shared: int,
+                     directory: Path | None = None) -> pd.DataFrame:
+    """The old->new conversions a publication on `in_force` carries (a rebase is a new version WITH its conversion):
+    from the reference version of the last good publication when it is another one (the scale changed since), and
+    from every other frozen version, each as display_new = alpha + gamma * display_old (`conversion`). Empty when
+    `in_force` is the only version and the last publication used it (or none). The last publication's version
+    must still be frozen, and every pair must link: otherwise ReferenceScaleError naming the file or the versions,
+    since a rebase without its conversion would leave the published numbers unconvertible."""
+    olds = {v for v in frozen_versions(directory) if v != in_force.version}
+    rebased = published_version is not None and published_version != in_force.version
+    if rebased:
+        olds.add(published_version)
+    rows = []
+    for version in sorted(olds):
+        since = rebased and version == published_version
+        try:
+            old = load_reference(version, directory)
+            alpha, gamma, shared = conversion(old, in_force, min_shared)
+        except ReferenceScaleError as error:
+            context = (f"the last good publication is on reference {version}, the scale in force is "
+                       f"{in_force.version}" if since else f"frozen reference {version} beside {in_force.version}")
+            raise ReferenceScaleError(f"no conversion {version} -> {in_force.version} ({context}): {error}") from None
+        rows.append({"old_version": version, "new_version": in_force.version, "alpha": alpha, "gamma": gamma,
+                     "n_shared_families": len(shared), "shared_families": ", ".join(shared), "old_fit": old.fit,
+                     "new_fit": in_force.fit, "since_last_publication": since,
+                     "basis": ("the last good publication's reference: the scale changed since" if since
+                               else "another frozen reference version"),
+                     "formula": f"display on {in_force.version} = {alpha:.4f} + {gamma:.6f} x display on {version}"})
+    return pd.DataFrame(rows, columns=CONVERSION_COLUMNS)
 
 
 # --------------------------------------------------------------------------- drift

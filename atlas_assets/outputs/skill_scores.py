@@ -26,7 +26,11 @@ display scale of state_scores. A state's results at other reasoning settings of 
 is the state's own).
 
 Published only where the state has >= min_families families in the category; every other state x category row
-says "not enough data" and carries no number. `heldout_within_category` is the validation: leave one family's
+says "not enough data" and carries no number.
+
+States calibrated in from outside the fit (`calibrated_skill_scores`) are read the same way, with calibrate-in's
+prior of the state in place of the population of fitted states and its calibrate-in draws as the general
+capability, under the deviation sds the fitted states learned; flagged path "calibrated", not ranked. `heldout_within_category` is the validation: leave one family's
 cell out of a state with >= 3 families in a category, predict it from the skill, from the general capability
 (tau = 0) and from the category alone, with the same draws and likelihood (bench/bench_skill_scores.py).
 """
@@ -44,6 +48,10 @@ from scipy.special import logsumexp
 from atlas_assets.outputs.calibrate import (
     COARSE_POINTS,
     FINE_POINTS,
+    PATH as CALIBRATED_PATH,
+    Calibration,
+    ReasoningDraws,
+    ThetaPrior,
     _draw_chunks,
     _grid_posterior,
     _sample_piecewise_linear,
@@ -285,6 +293,46 @@ def deviation_sds(pieces: pd.DataFrame, membership: pd.DataFrame, evidence: pd.D
 # ----------------------------------------------------------------------------------------------- table
 
 
+SUMMARY_COLUMNS = ("display_mean", "display_median", "display_lower", "display_upper", "display_sd", "latent_mean",
+                   "latent_sd", "general_display_mean", "deviation_mean", "deviation_lower", "deviation_upper")
+TABLE_COLUMNS = ["model", "reasoning_state", "state_pos", "category", "status", "n_families", "families",
+                 "n_families_outside", *SUMMARY_COLUMNS, "deviation_sd", "deviation_sd_display", "category_rank",
+                 "interval", "rule"]
+
+
+def _skill_table(pieces: pd.DataFrame, evidence: pd.DataFrame, membership: pd.DataFrame, tau_of: Mapping[str, float],
+                 draws: PosteriorDraws, families: pd.DataFrame, prior_of, general: np.ndarray, min_f: int,
+                 interval: float, seed: int) -> pd.DataFrame:
+    """`evidence` with every summary filled where the state has >= min_f families in the category, and its status.
+    `prior_of(state_pos)`: the Prior of the state's phi before any of its results; `general` (D, S): the state's
+    general capability draws on the display scale, the reference of its deviation."""
+    in_cat = membership.dropna(subset=["category"]).groupby("category")["family"].agg(set)
+    a = (1 - interval) / 2
+    out = evidence.copy()
+    for name in SUMMARY_COLUMNS:
+        out[name] = np.nan
+    out["deviation_sd"] = out["category"].map(tau_of)
+    out["deviation_sd_display"] = out["deviation_sd"] * float(np.mean(draws.scale))
+    for i, row in out[out["n_families"] >= min_f].iterrows():
+        pos = int(row["state_pos"])
+        rest_rows, cat_rows = _split(pieces, pos, in_cat[row["category"]])
+        rest = rest_posterior(rest_rows, draws, families, prior_of(pos))
+        rng = state_rng(seed, row["model"], row["reasoning_state"], row["category"])
+        phi_c, _ = skill_posterior(rest, cat_rows, float(tau_of[row["category"]]), draws, families, rng)
+        disp = draws.display(phi_c)
+        q = np.quantile(disp, [a, 0.5, 1 - a])
+        dev = disp - general[:, pos]
+        dq = np.quantile(dev, [a, 1 - a])
+        out.loc[i, list(SUMMARY_COLUMNS)] = [disp.mean(), q[1], q[0], q[2], disp.std(), phi_c.mean(), phi_c.std(),
+                                             general[:, pos].mean(), dev.mean(), dq[0], dq[1]]
+    published = out["n_families"] >= min_f
+    out["status"] = np.where(published, PUBLISHED, [
+        f"{NOT_ENOUGH}: {n} {'family' if n == 1 else 'families'} in {c} (a skill score needs >= {min_f})"
+        for n, c in zip(out["n_families"], out["category"])])
+    out["interval"] = interval
+    return out
+
+
 def skill_scores(draws: PosteriorDraws, families: pd.DataFrame, observations: pd.DataFrame, states: pd.DataFrame,
                  membership: pd.DataFrame, cfg: Mapping[str, Any], interval: float, seed: int,
                  taus: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -294,49 +342,84 @@ def skill_scores(draws: PosteriorDraws, families: pd.DataFrame, observations: pd
     evidence = category_evidence(pieces, membership, states)
     prior = Prior.population(draws)
     taus = deviation_sds(pieces, membership, evidence, draws, families, prior, cfg) if taus is None else taus
-    tau_of = dict(zip(taus["category"], taus["deviation_sd"]))
-    in_cat = membership.dropna(subset=["category"]).groupby("category")["family"].agg(set)
     min_f = int(cfg["min_families"])
-    a = (1 - interval) / 2
-    general = draws.display(draws.phi)
-    out = evidence.copy()
-    for name in ("display_mean", "display_median", "display_lower", "display_upper", "display_sd", "latent_mean",
-                 "latent_sd", "general_display_mean", "deviation_mean", "deviation_lower", "deviation_upper"):
-        out[name] = np.nan
-    out["deviation_sd"] = out["category"].map(tau_of)
-    out["deviation_sd_display"] = out["deviation_sd"] * float(np.mean(draws.scale))
-    for i, row in out[out["n_families"] >= min_f].iterrows():
-        pos = int(row["state_pos"])
-        rest_rows, cat_rows = _split(pieces, pos, in_cat[row["category"]])
-        rest = rest_posterior(rest_rows, draws, families, prior)
-        rng = state_rng(seed, row["model"], row["reasoning_state"], row["category"])
-        phi_c, _ = skill_posterior(rest, cat_rows, float(tau_of[row["category"]]), draws, families, rng)
-        disp = draws.display(phi_c)
-        q = np.quantile(disp, [a, 0.5, 1 - a])
-        dev = disp - general[:, pos]
-        dq = np.quantile(dev, [a, 1 - a])
-        out.loc[i, ["display_mean", "display_median", "display_lower", "display_upper", "display_sd", "latent_mean",
-                    "latent_sd", "general_display_mean", "deviation_mean", "deviation_lower", "deviation_upper"]] = [
-            disp.mean(), q[1], q[0], q[2], disp.std(), phi_c.mean(), phi_c.std(), general[:, pos].mean(), dev.mean(),
-            dq[0], dq[1]]
-    published = out["n_families"] >= min_f
-    out["status"] = np.where(published, PUBLISHED, [
-        f"{NOT_ENOUGH}: {n} {'family' if n == 1 else 'families'} in {c} (a skill score needs >= {min_f})"
-        for n, c in zip(out["n_families"], out["category"])])
-    out["interval"] = interval
+    out = _skill_table(pieces, evidence, membership, dict(zip(taus["category"], taus["deviation_sd"])), draws,
+                       families, lambda _pos: prior, draws.display(draws.phi), min_f, interval, seed)
     out["rule"] = (f"skill = the state's capability from the category's families, per draw: prior its general "
                    f"capability from its other results widened by N(0, deviation_sd^2) (per category, empirical "
                    f"Bayes); published with >= {min_f} families in the category")
     out["category_rank"] = np.nan
+    published = out["status"] == PUBLISHED
     ranked = out[published]
     out.loc[ranked.index, "category_rank"] = ranked.groupby("category")["display_mean"].rank(ascending=False,
                                                                                             method="min")
-    columns = ["model", "reasoning_state", "state_pos", "category", "status", "n_families", "families",
-               "n_families_outside", "display_mean", "display_median", "display_lower", "display_upper", "display_sd",
-               "latent_mean", "latent_sd", "general_display_mean", "deviation_mean", "deviation_lower",
-               "deviation_upper", "deviation_sd", "deviation_sd_display", "category_rank", "interval", "rule"]
-    return out[columns].sort_values(["category", "display_mean", "model", "reasoning_state"],
-                                    ascending=[True, False, True, True], na_position="last").reset_index(drop=True), taus
+    return _ordered(out[TABLE_COLUMNS]), taus
+
+
+def _ordered(table: pd.DataFrame) -> pd.DataFrame:
+    return table.sort_values(["category", "display_mean", "model", "reasoning_state"],
+                             ascending=[True, False, True, True], na_position="last").reset_index(drop=True)
+
+
+# ----------------------------------------------------------------------------------------------- calibrated states
+
+
+def calibrated_priors(states: pd.DataFrame, reasoning: ReasoningDraws, theta_priors: Mapping[str, ThetaPrior]
+                      ) -> dict[int, Prior]:
+    """Per calibrated state (`cal_pos`), calibrate-in's prior of its phi before any of its results: the model's theta
+    prior (outputs.yaml calibrate.theta_prior; the program's N(0, 1) without one) shifted by its setting's shared
+    effect, widened by the prior spread of the model's own reasoning terms that reach the state (none for the pinned
+    state; amplitude and curvature on its ladder contrasts; an off-ladder deviation; an unknown setting's effect)."""
+    out = {}
+    for row in states.itertuples(index=False):
+        theta = theta_priors.get(row.model) or ThetaPrior.program(reasoning.n_draws)
+        code = int(row.setting_code)
+        offset = reasoning.shared_effect[:, code - 1] if code >= 1 else np.zeros(reasoning.n_draws)
+        if bool(row.pinned):
+            terms = 0.0
+        elif bool(row.unknown_setting):
+            terms = reasoning.shared_sd ** 2
+        elif int(row.dev_setting) >= 0:
+            terms = reasoning.offdev_sd[:, int(row.dev_setting)] ** 2
+        else:
+            terms = (row.d_lin * reasoning.amp_sd) ** 2 + (row.d_quad * reasoning.curv_sd) ** 2
+        out[int(row.cal_pos)] = Prior(theta.mean + offset, np.sqrt(theta.sd ** 2 + terms))
+    return out
+
+
+def calibrated_skill_scores(draws: PosteriorDraws, families: pd.DataFrame, calibration: Calibration,
+                            reasoning: ReasoningDraws, theta_priors: Mapping[str, ThetaPrior], membership: pd.DataFrame,
+                            taus: pd.DataFrame, cfg: Mapping[str, Any], interval: float, seed: int) -> pd.DataFrame:
+    """The skill table of the states calibrated in (outputs/calibrate.py), by the fitted states' design: per draw,
+    the prior of phi (calibrate-in's for the state, `calibrated_priors`, where a fitted state has the population of
+    fitted states) updated by the state's results outside the category, widened by the category's deviation sd
+    learned on the fitted states (`taus`: skill_deviations; the calibrated ones do not move it, as they do not move
+    the family parameters), updated by its results in the category. The deviation is measured against the state's
+    calibrate-in draws (`calibration.phi`), its general capability. Same columns as `skill_scores` plus `path`
+    ("calibrated") and the state's `theta_prior`; the same "not enough data" rule; not ranked (category_rank empty:
+    calibrated states are not on the fitted leaderboard). `cfg`: outputs.yaml `skill_scores`; the draws are thinned to
+    its max_draws like the fitted states'."""
+    keep = thin_index(draws.n_draws, int(cfg["max_draws"]))
+    draws, reasoning = draws.thin(int(cfg["max_draws"])), reasoning.thin(int(cfg["max_draws"]))
+    states = calibration.states.sort_values("cal_pos").reset_index(drop=True)
+    min_f = int(cfg["min_families"])
+    columns = [*TABLE_COLUMNS, "path", "theta_prior"]
+    if states.empty:
+        return pd.DataFrame(columns=columns)
+    pieces = calibration.observations.rename(columns={"cal_pos": "state_pos"})
+    evidence = category_evidence(pieces, membership, states)
+    thinned = {m: ThetaPrior(p.mean[keep], p.sd[keep], p.source) for m, p in theta_priors.items()}
+    priors = calibrated_priors(states, reasoning, thinned)
+    out = _skill_table(pieces, evidence, membership, dict(zip(taus["category"], taus["deviation_sd"])), draws,
+                       families, priors.__getitem__, draws.display(calibration.phi[keep]), min_f, interval, seed)
+    out["rule"] = (f"calibrated state (outside the fit): skill = its capability from the category's families, per "
+                   f"draw: prior its capability from its other results under calibrate-in's prior of the state, "
+                   f"widened by N(0, deviation_sd^2) (the fitted states' per category); published with >= {min_f} "
+                   f"families in the category; not ranked")
+    out["category_rank"] = np.nan
+    out["path"] = CALIBRATED_PATH
+    out["theta_prior"] = states["theta_prior"].to_numpy()[out["state_pos"].to_numpy(dtype=int)]
+    return _ordered(out[columns])
 
 
 # ----------------------------------------------------------------------------------------------- validation

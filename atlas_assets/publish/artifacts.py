@@ -134,6 +134,13 @@ ARTIFACTS: tuple[Artifact, ...] = (
              _cols("model reasoning_state path status display_mean:float display_lower:float display_upper:float "
                    "n_obs:int"),
              required=False, order_by=("model", "reasoning_state")),
+    Artifact("calibrated_skill_scores", "table", "Skill score per calibrated state x category (models outside the "
+             "fit): as skill_scores, with calibrate-in's prior and draws in place of the fit's and the fitted states' "
+             "deviation sd; path 'calibrated', not ranked; 'not enough data' (no number) below the configured number "
+             "of families.",
+             _cols("model reasoning_state category path status n_families:int families display_mean:float "
+                   "display_lower:float display_upper:float general_display_mean:float deviation_mean:float"),
+             required=False, order_by=("category", "model", "reasoning_state")),
     Artifact("calibrated_cell_predictions", "table", "Cells of the calibrated states, predicted from the fit.",
              _cols("model reasoning_state family observed:bool pred_mean:float lower_90:float upper_90:float path"),
              required=False, order_by=("model", "reasoning_state", "family")),
@@ -175,6 +182,13 @@ ARTIFACTS: tuple[Artifact, ...] = (
              _cols("model reasoning_state scale previous_fit display_mean_old:float display_mean_new:float "
                    "move:float within_interval:bool"),
              required=False, order_by=("scale", "model", "reasoning_state")),
+    Artifact("reference_conversions", "table", "Old->new conversions of the reference scale: display on new_version "
+             "= alpha + gamma x display on old_version, linked through the two versions' shared families; from the "
+             "last good publication's version when the scale changed since (since_last_publication) and from every "
+             "other frozen version.",
+             _cols("old_version new_version alpha:float gamma:float n_shared_families:int shared_families "
+                   "since_last_publication:bool basis formula"),
+             required=False, order_by=("old_version", "new_version")),
     Artifact("validation_metrics", "table", "Per study and method: RMSE, MAE, CRPS, Spearman and interval coverage "
              "of held-out cells.",
              _cols("study method n_cells:int n_folds:int rmse:float mae:float rmse_points:float mae_points:float "
@@ -479,6 +493,7 @@ def methodology_record(conn: duckdb.DuckDBPyConnection, fit_dir: Path, stamps: S
             "reference_scale": _first(frame("reference_state_scores"), "reference_version"),
             "headline_gate": _first(frame("headline_gates"), "gate_rule"),
             "skill_scores": _first(frame("skill_scores"), "rule"),
+            "calibrated_skill_scores": _first(frame("calibrated_skill_scores"), "rule"),
         },
         "method_version": method_version_record(),
         "specification": {

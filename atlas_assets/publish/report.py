@@ -338,7 +338,8 @@ def _headline_gates(b: _Builder) -> None:
 
 
 def _skill_scores(b: _Builder) -> None:
-    """Per category, the strongest states by their skill score (capability from that category's families)."""
+    """Per category, the strongest states by their skill score (capability from that category's families), and the
+    skills of the calibrated states (models outside the fit, not ranked)."""
     skills = b.version.optional_table("skill_scores")
     if skills.empty:
         b.section("skills", "Skill scores", "Capability per category.",
@@ -347,17 +348,20 @@ def _skill_scores(b: _Builder) -> None:
     deviations = b.version.optional_table("skill_deviations")
     tau = dict(zip(deviations.get("category", []), deviations.get("deviation_sd", [])))
     published = skills[skills["status"] == "published"]
+    calibrated = b.version.optional_table("calibrated_skill_scores")
+    calibrated = calibrated[calibrated["status"] == "published"] if len(calibrated) else calibrated
     summary = []
     for category, rows in skills.groupby("category"):
         mine = published[published["category"] == category]
-        summary.append([category, len(mine), int((rows["n_families"] == 1).sum()), num(tau.get(category), 2),
-                        num((mine["display_upper"] - mine["display_lower"]).mean())])
+        summary.append([category, len(mine), int((rows["n_families"] == 1).sum()),
+                        int((calibrated["category"] == category).sum()) if len(calibrated) else 0,
+                        num(tau.get(category), 2), num((mine["display_upper"] - mine["display_lower"]).mean())])
     body = (f"<p>{len(published)} skill scores of {published[['model', 'reasoning_state']].drop_duplicates().shape[0]} "
             "states are published; a state with fewer families in a category is listed as <em>not enough data</em>. "
             "A skill reads the category's results against the state's capability from its other results, allowed "
             "to differ by the category's learned deviation; same display scale as the capability.</p>")
-    body += table(["category", "skills published", "1 family only (not enough data)", "deviation sd (latent)",
-                   "mean 90% width"], summary, table_id="skill-summary-table")
+    body += table(["category", "skills published", "1 family only (not enough data)", "calibrated states' skills",
+                   "deviation sd (latent)", "mean 90% width"], summary, table_id="skill-summary-table")
     n = int(b.cfg.get("skill_rows", 10))
     for category, rows in published.groupby("category"):
         top = rows.sort_values(["display_mean", "model"], ascending=[False, True]).head(n)
@@ -366,6 +370,17 @@ def _skill_scores(b: _Builder) -> None:
             [[r.model, r.reasoning_state, num(r.display_mean), interval(r.display_lower, r.display_upper),
               num(r.general_display_mean), r.families] for r in top.itertuples()],
             table_id=f"skill-{category}-table", numeric_from=2)
+    if len(calibrated):
+        shown = calibrated.sort_values(["category", "display_mean", "model"], ascending=[True, False, True])
+        shown = shown.groupby("category").head(n)
+        body += (f"<h3>Calibrated models</h3><p>{len(calibrated)} skill scores of "
+                 f"{calibrated[['model', 'reasoning_state']].drop_duplicates().shape[0]} states of models outside the "
+                 "fit (calibrated onto it from their own results): the same reading of the category, against the "
+                 "state's calibrated capability; wide by their thin evidence, and not ranked.</p>")
+        body += table(["category", "model", "state", "skill", "90% interval", "capability (calibrated)", "families"],
+                      [[r.category, r.model, r.reasoning_state, num(r.display_mean),
+                        interval(r.display_lower, r.display_upper), num(r.general_display_mean), r.families]
+                       for r in shown.itertuples()], table_id="calibrated-skill-table", numeric_from=3)
     b.section("skills", "Skill scores", "Capability per category: the category's benchmark families read against "
               "the state's capability from its other results, on the display scale of the leaderboard.", body)
 
@@ -483,9 +498,10 @@ def _scale_and_panel(b: _Builder) -> None:
     v = b.version
     reference, drift = v.optional_table("reference_state_scores"), v.optional_table("reference_scale_drift")
     panel, variant = v.optional_table("active_panel"), v.optional_table("active_panel_scores")
+    conversions = v.optional_table("reference_conversions")
     lede = ("Scores on a frozen reference scale, so a model's number moves mainly when its own results change; and "
             "the benchmarks new models are still tested on.")
-    if reference.empty and panel.empty:
+    if reference.empty and panel.empty and conversions.empty:
         b.section("scale", "Frozen scale and active panel", lede,
                   note("This publication has neither reference-scale scores nor an active panel (it predates them)."))
         return
@@ -499,6 +515,19 @@ def _scale_and_panel(b: _Builder) -> None:
         parts.append(table(["model", "state", "reference score", "90% interval"],
                            [[r.model, r.reasoning_state, num(r.display_mean), f"{num(r.display_lower)} – {num(r.display_upper)}"]
                             for r in eligible.head(10).itertuples()], table_id="reference-top"))
+    if len(conversions):
+        rebased = conversions[conversions["since_last_publication"].astype(bool)]
+        for r in rebased.itertuples():
+            parts.append(f"<p><b>Rebase since the last publication</b>: its scores were on reference "
+                         f"<b>{esc(r.old_version)}</b>, these are on <b>{esc(r.new_version)}</b>. A score published on "
+                         f"{esc(r.old_version)} reads as {num(r.alpha, 2)} + {num(r.gamma, 4)} × that score on "
+                         f"{esc(r.new_version)} (linked through {int(r.n_shared_families)} shared families).</p>")
+        parts.append(f"<p>Conversions between frozen reference versions (<code>reference_conversions.csv</code>): "
+                     "display on the new version = α + γ × display on the old one.</p>")
+        parts.append(table(["old version", "new version", "α", "γ", "shared families", "since the last publication"],
+                           [[r.old_version, r.new_version, num(r.alpha, 3), num(r.gamma, 5), int(r.n_shared_families),
+                             "yes" if r.since_last_publication else "no"] for r in conversions.itertuples()],
+                           table_id="reference-conversions", numeric_from=2))
     if len(drift):
         rows = []
         for scale, moved in drift.groupby("scale", sort=True):

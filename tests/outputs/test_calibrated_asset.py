@@ -64,6 +64,17 @@ def test_calibrated_states_from_a_fit_and_refused_from_an_out_of_date_one(tmp_pa
         conn.execute("CREATE TABLE capability_state_scores AS SELECT * FROM st")
         conn.execute("CREATE TABLE audit_exclusions AS SELECT 'modeled_observations' AS stage, "
                      "'model_too_few_families' AS reason, 'newcomer-a' AS model, NULL AS family")
+        # what skill_scores leaves behind for this fit: the families' categories and the learned deviations, which
+        # the calibrated states' skills read
+        # (newcomer-b's two results, on bounded[1] and bounded[2], are both coding)
+        coding = {bounded[1], bounded[2]}
+        registry = pd.DataFrame({"family": si.families["family"], "role": "primary",
+                                 "category": [("coding" if f in coding else ("math", "reasoning")[j % 2])
+                                              for j, f in enumerate(si.families["family"])]})
+        conn.register("reg", registry)
+        conn.execute("CREATE TABLE registry_benchmarks AS SELECT * FROM reg")
+        conn.execute("CREATE TABLE skill_deviations AS SELECT * FROM (VALUES ('coding', 0.3, 'good'), "
+                     "('math', 0.3, 'good'), ('reasoning', 0.3, 'good')) AS t(category, deviation_sd, fit)")
     env = {**os.environ, "ATLAS_HOME": str(home), "DAGSTER_HOME": str(dagster_home),
            "ATLAS_MODEL_CONFIG": str(model_yaml)}
     env.pop("ATLAS_DUCKDB", None)
@@ -73,12 +84,13 @@ def test_calibrated_states_from_a_fit_and_refused_from_an_out_of_date_one(tmp_pa
     run = materialize(env)
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-5000:]
-    for check in ("calibrated_states_valid", "calibrated_cell_predictions_complete"):
-        assert check in output
+    for check in ("calibrated_states_valid", "calibrated_cell_predictions_complete", "calibrated_skill_scores_valid"):
+        assert f"Asset check '{check}' on 'calibrated_states' passed" in output, check
     with duckdb.connect(str(home / "atlas.duckdb"), read_only=True) as conn:
         states = conn.execute("SELECT * FROM calibrated_states").df()
         cells = conn.execute("SELECT * FROM calibrated_cell_predictions").df()
         excluded = conn.execute("SELECT * FROM calibrated_exclusions").df()
+        skills = conn.execute("SELECT * FROM calibrated_skill_scores").df()
     assert set(states["model"]) == {"newcomer-a", "newcomer-b"}
     assert states["status"].str.startswith("calibrated (thin evidence)").all() and (states["fit"] == "good").all()
     measured = states[states["observed"]].set_index("model")
@@ -92,6 +104,14 @@ def test_calibrated_states_from_a_fit_and_refused_from_an_out_of_date_one(tmp_pa
     assert np.isfinite(states["display_mean"]).all() and not states["eligible"].any()
     assert len(cells) == len(states) * len(si.families) and int(cells["observed"].sum()) == 3
     assert excluded.set_index("model").loc["newcomer-c", "reason"].startswith("no observation on a family in the fit")
+    # every calibrated state x category has a skill row, flagged calibrated: newcomer-b's two coding results at high
+    # give it a coding skill; one family (newcomer-a) or none (newcomer-b's default, no results) is not enough data
+    assert len(skills) == len(states) * 3 and set(skills["path"]) == {"calibrated"} and (skills["fit"] == "good").all()
+    published = skills[skills["status"] == "published"]
+    assert list(zip(published["model"], published["reasoning_state"], published["category"])) == [
+        ("newcomer-b", "high", "coding")]
+    assert np.isfinite(published[["display_mean", "display_lower", "display_upper", "deviation_mean"]]).all().all()
+    assert skills.loc[skills["status"] != "published", "display_mean"].isna().all()
     before = states.sort_values("model").reset_index(drop=True)
 
     # a fit made under another specification publishes nothing, and says why

@@ -9,7 +9,8 @@ import pytest
 
 from atlas_assets.defs.outputs.quality_checks import family_quality_problems
 from atlas_assets.outputs.config import load_outputs_config
-from atlas_assets.outputs.family_quality import agreement, family_quality, live_pool, result_dates
+from atlas_assets.outputs.family_quality import agreement, family_quality, live_pool
+from tests.outputs.dated import dated as result_dates
 
 CFG = load_outputs_config()["family_quality"]
 
@@ -17,8 +18,7 @@ CFG = load_outputs_config()["family_quality"]
 def _rows(family, scores, *, kind="bounded", evaluated="2026-06-01", released="2025-01-01", state="default",
           prefix="m"):
     return [{"model": f"{prefix}{i}", "reasoning_state": state, "family": family, "kind": kind, "u": u,
-             "evaluated_on": pd.Timestamp(evaluated) if evaluated else pd.NaT,
-             "released_on": pd.Timestamp(released) if released else pd.NaT} for i, u in enumerate(scores)]
+             "evaluated_on": evaluated, "released_on": released} for i, u in enumerate(scores)]
 
 
 FRONTIER = [0.95, 0.90, 0.85, 0.80, 0.75, 0.70, 0.65, 0.60]
@@ -36,7 +36,7 @@ def world():
         + _rows("arena", [1.2, 0.3, -0.4, -1.0, 0.1, 0.8], kind="rating")
         + _rows("nosize", FRONTIER)
     )
-    dated = result_dates(pd.DataFrame(rows))
+    dated = result_dates(rows)
     registry = pd.DataFrame({
         "benchmark": ["hard", "hard_sub", "thin", "arena", "nosize"], "family": ["hard", "hard", "thin", "arena", "nosize"],
         "role": ["primary", "component", "primary", "primary", "primary"],
@@ -50,7 +50,7 @@ def world():
 
 def test_result_dates_and_the_live_window(world):
     dated, _ = world
-    pool, snapshot, start = live_pool(dated, 365)
+    pool, snapshot, start = live_pool(dated)
     assert snapshot == pd.Timestamp("2026-06-01") and start == pd.Timestamp("2025-06-01")
     hard = pool[pool["family"] == "hard"].set_index("model")
     assert "old0" not in hard.index and "undated0" not in hard.index and "released0" in hard.index
@@ -89,7 +89,7 @@ def test_what_is_not_measured_says_why(world):
 
 def test_weights_are_clipped_to_their_floors():
     saturated = _rows("sat", [0.995, 0.994, 0.994, 0.993, 0.993, 0.992])
-    dated = result_dates(pd.DataFrame(saturated))
+    dated = result_dates(saturated)
     registry = pd.DataFrame({"benchmark": ["sat"], "family": ["sat"], "role": ["primary"], "contamination": ["static"],
                              "items": [1000], "category": ["math"]})
     grades = pd.DataFrame({"family": ["sat"], "grade": ["A"], "reliability_mean": [0.95], "reliability_lower": [0.9],

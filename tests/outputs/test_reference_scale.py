@@ -77,6 +77,56 @@ def test_rebase_conversion_maps_old_display_onto_new_exactly():
     assert np.allclose(alpha + gamma * display_old, display_new)
 
 
+def two_frozen_versions(directory):
+    """Reference A (display 100 + 25 theta_A) and, a rebase later, B: theta_B = (theta_A - 0.3) / 0.8 on the same 12
+    families, displayed as 120 + 20 theta_B. Written as frozen files; B is the version in force."""
+    b_old = np.linspace(-1.5, 2.0, 12)
+    rs.write_reference(reference_of(b_old, offset=100.0, scale=25.0, version="2026-Q4"), directory)
+    rs.write_reference(reference_of((b_old - 0.3) / 0.8, offset=120.0, scale=20.0, version="2027-Q2"), directory)
+    return rs.load_reference("2027-Q2", directory)
+
+
+def test_a_rebase_since_the_last_publication_carries_its_conversion(tmp_path):
+    new = two_frozen_versions(tmp_path)
+    table = rs.conversion_table(new, published_version="2026-Q4", min_shared=10, directory=tmp_path)
+    assert list(table.columns) == rs.CONVERSION_COLUMNS and len(table) == 1
+    row = table.iloc[0]
+    assert (row["old_version"], row["new_version"], row["since_last_publication"]) == ("2026-Q4", "2027-Q2", True)
+    assert row["n_shared_families"] == 12 and row["shared_families"].split(", ")[:2] == ["f0", "f1"]
+    # a score published on 2026-Q4 converts to what the new reference displays for the same latent capability
+    theta_old = np.array([-1.0, 0.0, 2.5])
+    assert np.allclose(row["alpha"] + row["gamma"] * (100.0 + 25.0 * theta_old), 120.0 + 20.0 * (theta_old - 0.3) / 0.8)
+    assert "last good publication" in row["basis"] and row["formula"].startswith("display on 2027-Q2 = ")
+
+
+def test_every_other_frozen_version_converts_even_without_a_rebase(tmp_path):
+    """The last publication used the version in force, but another frozen version exists: its conversion is
+    published too (here back to the older scale: the inverse of the rebase's map)."""
+    two_frozen_versions(tmp_path)
+    old = rs.load_reference("2026-Q4", tmp_path)
+    back = rs.conversion_table(old, published_version="2026-Q4", min_shared=10, directory=tmp_path).iloc[0]
+    forward = rs.conversion_table(rs.load_reference("2027-Q2", tmp_path), "2027-Q2", 10, tmp_path).iloc[0]
+    assert (back["old_version"], back["new_version"], back["since_last_publication"]) == ("2027-Q2", "2026-Q4", False)
+    assert back["gamma"] == pytest.approx(1 / forward["gamma"]) and \
+        back["alpha"] == pytest.approx(-forward["alpha"] / forward["gamma"])
+    # one version only, and the last publication on it (or nothing published): nothing to convert
+    (tmp_path / "2027-Q2.yaml").unlink()
+    assert rs.conversion_table(old, "2026-Q4", 10, tmp_path).empty
+    assert rs.conversion_table(old, None, 10, tmp_path).empty
+
+
+def test_a_rebase_that_cannot_be_converted_is_an_error_naming_the_versions(tmp_path):
+    new = two_frozen_versions(tmp_path)
+    # the last publication's version is no longer frozen: its numbers could not be converted
+    with pytest.raises(rs.ReferenceScaleError, match=r"no conversion 2025-Q1 -> 2027-Q2 \(the last good publication "
+                       r"is on reference 2025-Q1.*2025-Q1.yaml: reference scale '2025-Q1' does not exist"):
+        rs.conversion_table(new, published_version="2025-Q1", min_shared=10, directory=tmp_path)
+    # too few shared families to link the two versions
+    with pytest.raises(rs.ReferenceScaleError, match=r"no conversion 2026-Q4 -> 2027-Q2 .*shares 12 well-measured "
+                       r"families.*fewer than the 13"):
+        rs.conversion_table(new, published_version="2026-Q4", min_shared=13, directory=tmp_path)
+
+
 def test_reference_files_round_trip_and_are_never_rewritten(tmp_path):
     reference = reference_of(np.linspace(-1, 1, 5), version="2026-Q4")
     path = rs.write_reference(reference, tmp_path)
@@ -112,7 +162,8 @@ def test_drift_counts_only_states_whose_observations_did_not_change():
 def test_reference_scores_asset_links_the_fit_and_measures_drift_since_the_published_fit(tmp_path, monkeypatch):
     """A real Dagster run of `reference_scores` and its checks: a reference frozen from the published fit, a new
     fit of the same panel (other draws): every state scored on the reference; untouched states' moves measured on
-    both scales; an unknown version fails the asset, naming the file."""
+    both scales; the last publication was on an older frozen version, so the old->new conversion is written; an
+    unknown version fails the asset, naming the file."""
     import json
 
     import dagster as dg
@@ -144,10 +195,15 @@ def test_reference_scores_asset_links_the_fit_and_measures_drift_since_the_publi
     families = old.stan_input.families.assign(beta_mean=draws_of(old.idata, "beta").mean(axis=0))
     rs.write_reference(rs.freeze(draws_of(old.idata, "b"), families, old.scale.offset, old.scale.scale,
                                  version="2026-Q4", fit="published", min_family_obs=10), scales)
+    # the scale the current publication used: an older version, its units 10 points higher and 1.2x as wide
+    earlier = rs.load_reference("2026-Q4", scales)
+    rs.write_reference(rs.ReferenceScale("2026-Q2", "2026-06-01", "published", earlier.display_offset + 10.0,
+                                         earlier.display_scale * 1.2, 10, earlier.families), scales)
     (current / "fingerprint.json").write_text(json.dumps({"spec_sha256": specification_fingerprint()}))
     publication = home / "publications" / "v1"
     publication.mkdir(parents=True)
     (publication / "manifest.json").write_text(json.dumps({"stamps": {"fit": "published"}}))
+    (publication / "methodology.json").write_text(json.dumps({"rules": {"reference_scale": "2026-Q2"}}))
     (home / "publications" / "CURRENT").write_text("v1")
 
     def run():
@@ -165,12 +221,20 @@ def test_reference_scores_asset_links_the_fit_and_measures_drift_since_the_publi
     with duckdb.connect(str(home / "atlas.duckdb"), read_only=True) as conn:
         states = conn.execute("SELECT * FROM reference_state_scores").df()
         drift = conn.execute("SELECT * FROM reference_scale_drift").df()
+        conversions = conn.execute("SELECT * FROM reference_conversions").df()
     assert len(states) == len(si2.states) and set(states["reference_version"]) == {"2026-Q4"}
     assert set(states["fit"]) == {"current2"} and not states["is_reference"].any()
     # the same panel: every state is untouched, measured on both scales against the published fit
     assert set(drift["scale"]) == {"reference 2026-Q4", "anchored"}
     assert (drift.groupby("scale").size() == len(si2.states)).all() and set(drift["previous_fit"]) == {"published"}
     assert checks["reference_drift_within_intervals"] == bool(drift.query("scale != 'anchored'")["within_interval"].all())
+    # the rebase since the last publication: the same latent positions, so a score x on 2026-Q2 is
+    # c0 + (x - c0 - 10) / 1.2 on 2026-Q4 (c0: 2026-Q4's display offset)
+    assert conversions[["old_version", "new_version", "since_last_publication"]].values.tolist() == [
+        ["2026-Q2", "2026-Q4", True]]
+    row, c0, x = conversions.iloc[0], earlier.display_offset, np.array([100.0, 150.0])
+    assert row["alpha"] + row["gamma"] * x == pytest.approx(c0 + (x - c0 - 10.0) / 1.2, rel=1e-6)
+    assert row["n_shared_families"] == len(si2.families) and set(conversions["fit"]) == {"current2"}
 
     (scales / "2026-Q4.yaml").rename(scales / "2025-Q1.yaml")
     failed = run()

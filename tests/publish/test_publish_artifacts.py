@@ -29,9 +29,11 @@ def test_every_artifact_is_stamped_with_the_one_fit_data_hash_and_specification(
     expected = (bundle.fit, bundle.data_sha256, SPEC_SHA256)
     # the fixture home has no calibrated / predicted-state tables (their assets have tests of their own):
     # published empty with a note, still with the stamp columns
-    not_in_fixture = {"calibrated_states", "calibrated_cell_predictions", "predicted_states", "predicted_state_cells",
+    not_in_fixture = {"calibrated_states", "calibrated_cell_predictions", "calibrated_skill_scores",
+                      "predicted_states", "predicted_state_cells",
                       "unknown_setting_states", "unknown_setting_cells",
                       "reference_state_scores", "reference_model_scores", "reference_scale_drift",
+                      "reference_conversions",
                       "active_panel", "active_panel_scores",
                       "cost_index", "cost_frontier",
                       "family_quality", "family_quality_agreement", "comparability_verdicts"}

@@ -61,6 +61,15 @@ def published(root, bundle, **changes):
     return outcome.folder
 
 
+def published_report(root, bundle, **changes):
+    """(version folder, its report page) of a publication of the fixture fit with `changes` to its tables."""
+    folder = published(root, bundle, **changes)
+    out = root / "report"
+    out.mkdir()
+    build_report(folder, out, load_publish_config()["report"])
+    return folder, (out / REPORT_FILE).read_text()
+
+
 @pytest.fixture(scope="module")
 def full_report(tmp_path_factory, bundle):
     root = tmp_path_factory.mktemp("report_full")
@@ -187,3 +196,59 @@ def test_report_shows_the_published_skill_scores_per_category(full_report):
         best = rows.sort_values(["display_mean", "model"], ascending=[False, True]).iloc[0]
         assert shown[0][:3] == [best["model"], best["reasoning_state"], f"{best['display_mean']:.1f}"]
     assert f"{len(published)} skill scores of" in page
+
+
+def test_calibrated_states_skill_scores_are_published_and_shown_apart_from_the_ranked_ones(tmp_path, bundle):
+    """A model outside the fit, calibrated in, with skills in two categories (outputs/skill_scores.py on a constructed
+    case): the publication carries them flagged 'calibrated', the report lists them in their own table and counts
+    them per category, and they do not enter the ranked per-category tables."""
+    from atlas_assets.outputs.skill_scores import calibrated_skill_scores
+    from tests.outputs.test_skill_scores import CFG, newcomer_world
+
+    draws, families, membership, calibration, reasoning, priors = newcomer_world(
+        {"coding": 2.0, "math": 1.0, "science": 1.5}, theta_prior=(1.5, 0.4), seed=5, n_draws=60,
+        families_per_category={"coding": 2, "math": 2, "science": 1})
+    taus = pd.DataFrame({"category": ["coding", "math", "science"], "deviation_sd": 0.3})
+    calibrated = calibrated_skill_scores(draws, families, calibration, reasoning, priors, membership, taus, CFG, 0.9,
+                                         seed=1).assign(fit=bundle.fit)
+    folder, page = published_report(tmp_path, bundle, replace={"calibrated_skill_scores": calibrated})
+    files = pd.read_csv(folder / "calibrated_skill_scores.csv")
+    assert len(files) == 3 and set(files["path"]) == {"calibrated"} and files["category_rank"].isna().all()
+    shown = TableRows("calibrated-skill-table")
+    shown.feed(page)
+    rows = [row for row in shown.rows if row]
+    assert sorted(row[0] for row in rows) == ["coding", "math"]            # science: one family, not enough data
+    coding = files.set_index("category").loc["coding"]
+    assert ["coding", "newcomer", "default", f"{coding['display_mean']:.1f}"] in [row[:4] for row in rows]
+    assert "2 skill scores of 1 states of models outside the fit" in page
+    summary = TableRows("skill-summary-table")
+    summary.feed(page)
+    counts = {row[0]: row[3] for row in summary.rows if row}
+    assert counts["coding"] == counts["math"] == "1" and counts["science"] == "0" and counts["reasoning"] == "0"
+    for category in ("coding", "math"):
+        ranked = TableRows(f"skill-{category}-table")
+        ranked.feed(page)
+        assert "newcomer" not in {row[0] for row in ranked.rows if row}
+
+
+def test_a_rebase_publishes_its_conversion_and_the_report_says_so(tmp_path, bundle):
+    """Two constructed frozen reference versions, the last publication on the older one: the publication carries the
+    old->new conversion (versions, alpha, gamma, shared families) and the report tells a reader of the old numbers
+    how to read them on the new scale."""
+    from atlas_assets.outputs import reference_scale as rs
+    from tests.outputs.test_reference_scale import two_frozen_versions
+
+    scales = tmp_path / "reference_scales"
+    in_force = two_frozen_versions(scales)
+    conversions = rs.conversion_table(in_force, "2026-Q4", 10, scales).assign(fit=bundle.fit)
+    folder, page = published_report(tmp_path, bundle, replace={"reference_conversions": conversions})
+    files = pd.read_csv(folder / "reference_conversions.csv")
+    assert files[["old_version", "new_version", "n_shared_families"]].values.tolist() == [["2026-Q4", "2027-Q2", 12]]
+    assert files["since_last_publication"].tolist() == [True] and set(files["fit"]) == {bundle.fit}
+    row = files.iloc[0]
+    assert (f"A score published on 2026-Q4 reads as {row['alpha']:.2f} + {row['gamma']:.4f} × that score on 2027-Q2"
+            in page)
+    shown = TableRows("reference-conversions")
+    shown.feed(page)
+    assert [r for r in shown.rows if r] == [["2026-Q4", "2027-Q2", f"{row['alpha']:.3f}", f"{row['gamma']:.5f}", "12",
+                                            "yes"]]

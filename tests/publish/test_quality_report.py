@@ -9,9 +9,10 @@ import pandas as pd
 
 from atlas_assets.outputs.comparability import Observation, leaderboard_pairs
 from atlas_assets.outputs.config import load_outputs_config
-from atlas_assets.outputs.family_quality import agreement, family_quality, result_dates
+from atlas_assets.outputs.family_quality import agreement, family_quality
 from atlas_assets.publish.config import load_publish_config
 from atlas_assets.publish.report import REPORT_FILE, build_report
+from tests.outputs.dated import dated
 from tests.publish.test_publish_report import TableRows, published
 
 CFG = load_outputs_config()
@@ -21,11 +22,11 @@ def _quality_tables(bundle) -> dict[str, pd.DataFrame]:
     grades = bundle.tables["reliability_grades"]
     rng = np.random.default_rng(5)
     rows = [{"model": f"m{i}", "reasoning_state": "default", "family": f, "kind": "bounded",
-             "u": float(rng.uniform(0.2, 0.95)), "evaluated_on": pd.Timestamp("2026-05-01"),
-             "released_on": pd.Timestamp("2025-01-01")} for f in grades["family"] for i in range(8)]
+             "u": float(rng.uniform(0.2, 0.95)), "evaluated_on": "2026-05-01", "released_on": "2025-01-01"}
+            for f in grades["family"] for i in range(8)]
     registry = pd.DataFrame({"benchmark": grades["family"], "family": grades["family"], "role": "primary",
                              "contamination": "static", "items": 500.0, "category": "math"})
-    table = family_quality(result_dates(pd.DataFrame(rows)), registry, grades, CFG["family_quality"])
+    table = family_quality(dated(rows), registry, grades, CFG["family_quality"])
     observations = {(m, "default", "f"): Observation(m, "default", "f", "bounded", verification_class=v)
                     for m, v in (("a", "independent"), ("b", "vendor_reported"), ("c", "vendor_reported"))}
     states = pd.DataFrame({"model": list("abc"), "reasoning_state": "default", "display_mean": [150.0, 140.0, 130.0],

@@ -1,8 +1,9 @@
 """The active panel (issue 12): asset `active_panel` and its check.
 
 Per family of the latest publishable fit: its newest result date (a result's own date, else its model's
-release date), whether it is active (a result within outputs.yaml `active_panel.window_days` of the snapshot's
-newest result) and why (atlas_assets/outputs/active_panel.py, outputs/sql/active_panel.sql). The validation
+release date), whether it is active (a result within outputs.yaml `result_dates.window_days` of the snapshot's
+newest result: the dating rule and window family_quality's live pool shares, outputs/sql/result_dates.sql) and why
+(atlas_assets/outputs/active_panel.py, outputs/sql/active_panel.sql). The validation
 folds `active_panel` and `forward_active` read the active families from this table.
 """
 
@@ -25,12 +26,13 @@ from atlas_assets.storage import replace_rows
 )
 def active_panel(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
     from atlas_assets.outputs.active_panel import active_panel as compute
+    from atlas_assets.outputs.result_dates import window_days
 
     refresh = asset_refresh(context, "publication", reads_fit=True, also=('modeled_observations', 'raw_scores',))
     if reused := refresh.reuse_tables(duckdb, 'active_panel', 'modeled_observations', 'raw_scores'):
         return reused
     fit_dir, loaded, _draws, cfg, _eligible = publishable_inputs(context)
-    window = int(cfg["active_panel"]["window_days"])
+    window = window_days(cfg)
     with duckdb.get_connection() as conn:
         table = compute(conn, window)
         fit_families = set(loaded.stan_input.families["family"])

@@ -14,7 +14,11 @@ refit, seconds) and writes three tables in one transaction, each stamped with th
 - `calibrated_cell_predictions`: the columns of `cell_predictions` (+ path) for every fitted
   family x calibrated state; `state_pos` there is the state's `cal_pos`;
 - `calibrated_exclusions`: what was not calibrated and why (a model with no row on a fitted
-  family, unusable rows, new states of fitted models), so nothing is dropped silently.
+  family, unusable rows, new states of fitted models), so nothing is dropped silently;
+- `calibrated_skill_scores`: every calibrated state x category, by the design of `skill_scores`
+  (outputs/skill_scores.py `calibrated_skill_scores`: calibrate-in's prior and draws in the place of the
+  fitted population and posterior, the deviation sd the fitted states learned, read from
+  `skill_deviations` of the same fit), path "calibrated", the same "not enough data" rule.
 """
 
 import time
@@ -70,7 +74,7 @@ def _unmeasured_settings(observations: pd.DataFrame, model_config: dict, registr
 
 
 @dg.asset(
-    deps=["capability_scores"],
+    deps=["capability_scores", "skill_scores"],
     pool="duckdb",
     kinds={"duckdb", "python"},
     description="Calibrate-in (issue 13): every model outside the main fit (removed by the coverage filter, or new "
@@ -78,15 +82,20 @@ def _unmeasured_settings(observations: pd.DataFrame, model_config: dict, registr
     "capability from its own observations under the fit's likelihood, theta's prior from the fit's release-date "
     "trend (outputs.yaml calibrate.theta_prior), the program's reasoning terms integrated from their prior). Tables calibrated_states (status 'calibrated (thin evidence)', "
     "display scale, intervals, rank probabilities where the rank-eligibility gate passes), "
-    "calibrated_cell_predictions (cell_predictions' columns) and calibrated_exclusions (what was not calibrated, why).",
+    "calibrated_cell_predictions (cell_predictions' columns), calibrated_exclusions (what was not calibrated, why) "
+    "and calibrated_skill_scores (skill per calibrated state x category as skill_scores computes it, calibrate-in's "
+    "prior and draws in place of the fit's; path 'calibrated').",
 )
 def calibrated_states(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
+    from atlas_assets.defs.outputs.skill_scores import family_membership, skill_deviations_of
     from atlas_assets.outputs import calibrate as cal_mod
     from atlas_assets.outputs.cell_predictions import family_score_scales
+    from atlas_assets.outputs.skill_scores import PUBLISHED, calibrated_skill_scores
 
     refresh = asset_refresh(context, "publication", reads_fit=True,
                             also=("family_observations", "registry_models", "audit_exclusions", "registry_benchmarks"))
-    if reused := refresh.reuse_tables(duckdb, 'calibrated_states', 'calibrated_cell_predictions', 'calibrated_exclusions'):
+    if reused := refresh.reuse_tables(duckdb, 'calibrated_states', 'calibrated_cell_predictions', 'calibrated_exclusions',
+                                      'calibrated_skill_scores'):
         return reused
     fit_dir, loaded, draws, cfg, eligible = publishable_inputs(context)
     si, model_cfg = loaded.stan_input, loaded.config
@@ -95,6 +104,10 @@ def calibrated_states(context: dg.AssetExecutionContext, duckdb: DuckDBResource)
         raise dg.Failure(description=f"reasoning draws ({reasoning.n_draws}) and posterior draws ({draws.n_draws}) "
                          "of the fit disagree")
     family_observations, audit = _read(duckdb)
+    # the skills of the calibrated states need the fitted states' learned deviations: refused before any work
+    scfg = cfg["skill_scores"]
+    taus = skill_deviations_of(duckdb, fit_dir.name)
+    membership = family_membership(duckdb, si.families["family"], scfg.get("also_in"))
     started = time.perf_counter()
     candidates = cal_mod.candidate_observations(family_observations, si.observations, si.families, audit)
     released = candidates.observations.groupby("model")["released_on"].first().to_dict()
@@ -117,8 +130,11 @@ def calibrated_states(context: dg.AssetExecutionContext, duckdb: DuckDBResource)
     else:
         cells = pd.DataFrame(columns=["model", "reasoning_state", "state_pos", "family", "observed", "ppp", "path"])
     seconds = time.perf_counter() - started
+    skills = calibrated_skill_scores(draws, si.families, calibration, reasoning, priors, membership, taus, scfg,
+                                     float(cfg["draws"]["interval"]), int(cfg["draws"]["seed"]))
+    skill_seconds = time.perf_counter() - started - seconds
     tables = {"calibrated_states": _stamp(states, fit_dir), "calibrated_cell_predictions": _stamp(cells, fit_dir),
-              "calibrated_exclusions": _stamp(exclusions, fit_dir)}
+              "calibrated_exclusions": _stamp(exclusions, fit_dir), "calibrated_skill_scores": _stamp(skills, fit_dir)}
     with duckdb.get_connection() as conn:
         replace_tables(conn, tables)
     n_models = int(states["model"].nunique()) if len(states) else 0
@@ -135,6 +151,8 @@ def calibrated_states(context: dg.AssetExecutionContext, duckdb: DuckDBResource)
         "min_feedback_ess_share": float(states["feedback_ess_share"].min()) if len(states) else float("nan"),
         "draws_used": draws.n_draws,
         "predicted_cells": int((~cells["observed"].astype(bool)).sum()) if len(cells) else 0,
+        "skill_scores_published": int((skills["status"] == PUBLISHED).sum()),
+        "skill_seconds": round(skill_seconds, 2),
         "top": _md(states[["model", "reasoning_state", "display_mean", "display_lower", "display_upper", "n_obs",
                            "families", "status"]] if len(states) else states, 20),
     })

@@ -103,6 +103,30 @@ def calibrated_cell_predictions_complete(duckdb: DuckDBResource) -> dg.AssetChec
     return _combine(result, problems, {"cells": len(cells)})
 
 
+@dg.asset_check(asset="calibrated_states", blocking=True, description="calibrated_skill_scores has every calibrated "
+                "state x category exactly once, flagged path 'calibrated' and never ranked; a number only where the "
+                "state has >= min_families families in the category, 'not enough data' and no number otherwise; "
+                "published summaries finite with ordered intervals; each category's deviation sd is the one "
+                "skill_deviations learned on the fitted states; one fit with calibrated_states and skill_deviations.")
+def calibrated_skill_scores_valid(duckdb: DuckDBResource) -> dg.AssetCheckResult:
+    from atlas_assets.defs.outputs.skill_scores import skill_table_result
+    from atlas_assets.outputs.calibrate import PATH
+
+    skills = _table(duckdb, "SELECT * FROM calibrated_skill_scores")
+    states = _table(duckdb, "SELECT fit FROM calibrated_states")
+    taus = _table(duckdb, "SELECT category, deviation_sd, fit FROM skill_deviations")
+    problems = []
+    if len(skills):
+        problems += _one_fit(pd.concat([skills[["fit"]], states[["fit"]], taus[["fit"]]]))
+        if not (skills["path"] == PATH).all() or skills["category_rank"].notna().any():
+            problems.append(f"rows without path {PATH!r}, or ranked (calibrated skills are not on the leaderboard)")
+        learned = skills[["category", "deviation_sd"]].drop_duplicates().merge(taus, on="category", how="left",
+                                                                              suffixes=("", "_fitted"))
+        if not np.isclose(learned["deviation_sd"], learned["deviation_sd_fitted"]).all():
+            problems.append("a category's deviation sd is not the one the fitted states learned (skill_deviations)")
+    return skill_table_result(skills, len(states), "calibrated_skill_scores", problems)
+
+
 @dg.asset_check(asset="calibrated_states", description="Signal (WARN): the calibrated numbers are consistent with the "
                 f"fit: reweighting its draws by a model's marginal likelihood keeps >= {MIN_FEEDBACK_ESS_SHARE:.0%} "
                 "effective draws (else a refit with the model would move the families: it should wait for the refit) "

@@ -21,13 +21,16 @@ from atlas_assets.storage import replace_rows, replace_tables
 OBSERVATION_ROWS_SQL = Path(__file__).resolve().parents[2] / "outputs" / "sql" / "observation_rows.sql"
 
 
-def read_observation_rows(conn) -> tuple[str, pd.DataFrame]:
-    """(data hash of DuckDB's modeled_observations, observation_rows.sql over it)."""
+def observations_hash(conn) -> str:
+    """The data hash of DuckDB's modeled_observations (compared with the fit's by `require_fit_data`)."""
     from atlas_assets.spec import frame_hash
 
-    observations = conn.execute("SELECT * FROM modeled_observations").df()
-    return (frame_hash(observations, ["model", "reasoning_state", "family"]),
-            conn.execute(OBSERVATION_ROWS_SQL.read_text()).df())
+    return frame_hash(conn.execute("SELECT * FROM modeled_observations").df(), ["model", "reasoning_state", "family"])
+
+
+def read_observation_rows(conn) -> tuple[str, pd.DataFrame]:
+    """(data hash of DuckDB's modeled_observations, observation_rows.sql over it)."""
+    return observations_hash(conn), conn.execute(OBSERVATION_ROWS_SQL.read_text()).df()
 
 
 def require_fit_data(found: str, fit_dir: Path) -> None:
@@ -48,27 +51,30 @@ def require_fit_data(found: str, fit_dir: Path) -> None:
     description="Per fitted family (seed 002): headroom (100 x (1 - median of the top-5 live scores)), discrimination "
     "(sd of the top-15 live scores), contamination resistance (registry: live / private / static) and size (declared "
     "items), each with its inputs and weight, quality = their product; the live pool = results dated within "
-    "family_quality.live_window_days of the newest result (evaluation date, else release date), best state per "
-    "model. Beside it the reliability grade (seed 003); family_quality_agreement: Spearman of each measure against "
-    "reliability and a grade x quality-band cross-tab.",
+    "result_dates.window_days of the newest result (evaluation date, else release date: the active panel's rule), "
+    "best state per model. Beside it the reliability grade (seed 003); family_quality_agreement: Spearman of each "
+    "measure against reliability and a grade x quality-band cross-tab.",
 )
 def family_quality(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
     from atlas_assets.outputs.config import load_outputs_config
-    from atlas_assets.outputs.family_quality import agreement, family_quality as compute, result_dates
+    from atlas_assets.outputs.family_quality import agreement, family_quality as compute
+    from atlas_assets.outputs.result_dates import result_dates, window_days
 
     refresh = asset_refresh(context, "publication", reads_fit=True, also=('modeled_observations', 'raw_scores', 'registry_benchmarks',))
     if reused := refresh.reuse_tables(duckdb, 'family_quality', 'family_quality_agreement', 'modeled_observations', 'raw_scores', 'registry_benchmarks'):
         return reused
     fit_dir = publishable_fit_dir(context)
-    cfg = load_outputs_config()["family_quality"]
+    outputs_cfg = load_outputs_config()
+    cfg = outputs_cfg["family_quality"]
     with duckdb.get_connection() as conn:
-        found, rows = read_observation_rows(conn)
+        found = observations_hash(conn)
+        dated = result_dates(conn, window_days(outputs_cfg))
         registry = conn.execute("SELECT * FROM registry_benchmarks").df()
         grades = conn.execute("SELECT * FROM reliability_grades").df()
     require_fit_data(found, fit_dir)
     if set(grades["fit"].dropna()) != {fit_dir.name}:
         raise dg.Failure(description=f"reliability_grades is not of fit {fit_dir.name} (fit {sorted(set(grades['fit']))})")
-    table = _stamp(compute(result_dates(rows), registry, grades, cfg), fit_dir)
+    table = _stamp(compute(dated, registry, grades, cfg), fit_dir)
     agree = _stamp(agreement(table), fit_dir)
     with duckdb.get_connection() as conn:
         replace_tables(conn, {"family_quality": table, "family_quality_agreement": agree})

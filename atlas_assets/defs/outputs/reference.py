@@ -4,8 +4,10 @@ The latest publishable fit linked onto the reference version named in outputs.ya
 (atlas_assets/outputs/reference_scale.py): `reference_state_scores` and `reference_model_scores` (the fit's
 state and model tables on the reference's display units) and `reference_scale_drift` (states whose modeled
 observations are the same as in the fit of the current publication: how far each moved, on the reference and
-on the fits' own anchored scales, and whether within its 90% interval). Each table carries `fit`. With
-`version: null` the asset records that no reference is in force and writes nothing.
+on the fits' own anchored scales, and whether within its 90% interval) and `reference_conversions` (the
+old->new conversion from the last good publication's reference version when the scale changed since, and from
+every other frozen version; empty without either). Each table carries `fit`. With `version: null` the asset
+records that no reference is in force and writes nothing.
 """
 
 
@@ -15,29 +17,35 @@ import dagster as dg
 import pandas as pd
 from dagster_duckdb import DuckDBResource
 
-from atlas_assets import settings
 from atlas_assets.defs.refresh import asset_refresh
 from atlas_assets.defs.outputs.assets import _md, _stamp, publishable_inputs
 from atlas_assets.storage import replace_tables
 
-TABLES = ("reference_state_scores", "reference_model_scores", "reference_scale_drift")
+TABLES = ("reference_state_scores", "reference_model_scores", "reference_scale_drift", "reference_conversions")
 
 
-def _published_fit() -> str | None:
-    """The fit of the current publication, or None."""
+def _published() -> tuple[str | None, str | None]:
+    """(fit, reference version) of the current publication, the last good one (publishing switches CURRENT only
+    when it succeeded); None for what it does not say (nothing published, or it predates reference scales)."""
     import json
 
-    publications = settings.atlas_home() / "publications"
+    from atlas_assets.publish.store import NoPublication, current_folder, read_manifest
+
     try:
-        name = (publications / "CURRENT").read_text().strip()
-        return json.loads((publications / name / "manifest.json").read_text())["stamps"]["fit"]
-    except (OSError, KeyError, ValueError):
-        return None
+        folder = current_folder()
+        fit = read_manifest(folder)["stamps"]["fit"]
+    except (NoPublication, OSError, KeyError, ValueError):
+        return None, None
+    try:
+        rules = json.loads((folder / "methodology.json").read_text()).get("rules") or {}
+    except (OSError, ValueError):
+        rules = {}
+    return fit, rules.get("reference_scale")
 
 
 def _previous_fit_dir(current: Path) -> Path | None:
     """The fit of the current publication when it is another fit whose folder still exists."""
-    fit = _published_fit()
+    fit, _ = _published()
     if fit is None:
         return None
     folder = current.parent / fit
@@ -64,16 +72,20 @@ def drift_table(previous_dir: Path, loaded, reference, min_shared: int, on_refer
     deps=["capability_scores"],
     pool="duckdb",
     kinds={"duckdb", "python"},
-    description="The fit's state and model scores on the frozen reference scale (outputs.yaml reference_scale), and "
-    "how far states with unchanged results moved since the current publication's fit, on both scales.",
+    description="The fit's state and model scores on the frozen reference scale (outputs.yaml reference_scale), "
+    "how far states with unchanged results moved since the current publication's fit, on both scales, and the "
+    "old->new conversion (alpha, gamma, shared families) from the last publication's reference version when the "
+    "scale changed since and from every other frozen version.",
 )
 def reference_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
     from atlas_assets.outputs import reference_scale as rs
 
-    # also a function of which fit is published now (the drift compares with it) and of the reference file,
-    # which the publication fingerprint covers
+    # also a function of which fit and reference version are published now (the drift compares with that fit, the
+    # conversion starts from that version) and of the reference files, which the publication fingerprint covers
+    published_fit, published_version = _published()
     refresh = asset_refresh(context, "publication", reads_fit=True,
-                            settings={"published_fit": _published_fit() or "none"})
+                            settings={"published_fit": published_fit or "none",
+                                      "published_reference": published_version or "none"})
     if reused := refresh.reuse_tables(duckdb, *TABLES):
         return reused
     fit_dir, loaded, _draws, cfg, _eligible = publishable_inputs(context)
@@ -86,6 +98,7 @@ def reference_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource) 
         reference = rs.load_reference(version)
         _, link = rs.fit_on_reference(loaded, reference, min_shared)
         tables = rs.scores_on_reference(loaded, reference, min_shared)
+        conversions = rs.conversion_table(reference, published_version, min_shared)
     except rs.ReferenceScaleError as error:
         raise dg.Failure(description=str(error)) from None
     previous = _previous_fit_dir(fit_dir)
@@ -94,7 +107,8 @@ def reference_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource) 
                                         "within_interval", "scale", "previous_fit"]))
     frames = {"reference_state_scores": _stamp(tables["state_scores"], fit_dir),
               "reference_model_scores": _stamp(tables["model_scores"], fit_dir),
-              "reference_scale_drift": _stamp(drift, fit_dir)}
+              "reference_scale_drift": _stamp(drift, fit_dir),
+              "reference_conversions": _stamp(conversions, fit_dir)}
     with duckdb.get_connection() as conn:
         replace_tables(conn, frames)
     metadata = {
@@ -105,6 +119,9 @@ def reference_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource) 
         "link_B_mean": float(link.B.mean()),
         "link_A_mean": float(link.A.mean()),
         "previous_fit": previous.name if previous is not None else "none (no other fit is published)",
+        "published_reference": published_version or "none",
+        "conversions": _md(conversions[["old_version", "new_version", "alpha", "gamma", "n_shared_families",
+                                        "since_last_publication"]], 10) if len(conversions) else "none",
         "top_states": _md(tables["state_scores"].sort_values("display_mean", ascending=False)[
             ["model", "reasoning_state", "display_mean", "display_lower", "display_upper"]], 10),
     }

@@ -88,20 +88,35 @@ def skill_scores(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> d
     })
 
 
-@dg.asset_check(asset="skill_scores", blocking=True, description="Every fitted state x category exactly once; "
-                "a number only where the state has >= min_families families in the category (status 'published'), "
-                "'not enough data' and no number otherwise; n_families is the count of the listed families; "
-                "published summaries finite with ordered intervals; a positive deviation sd for each category; one "
-                "fit for both tables.")
-def skill_scores_valid(duckdb: DuckDBResource) -> dg.AssetCheckResult:
+def skill_deviations_of(duckdb: DuckDBResource, fit: str) -> pd.DataFrame:
+    """(category, deviation_sd) learned by `skill_scores` on fit `fit`, or dg.Failure naming what is missing: the
+    skills of calibrated states use the fitted states' deviations (outputs/skill_scores.py)."""
+    failure = None
+    with duckdb.get_connection() as conn:
+        try:
+            taus = conn.execute("SELECT category, deviation_sd, fit FROM skill_deviations").df()
+        except duckdb_module.Error as error:
+            failure = f"skill_deviations is not readable ({error.__class__.__name__})"
+    # raised outside the block: get_connection does not close its connection when the body raises
+    if failure is None and set(taus["fit"].dropna()) != {fit}:
+        failure = f"skill_deviations is of fit {sorted(set(taus['fit'].dropna()))}, not {fit}"
+    if failure is not None:
+        raise dg.Failure(description=f"{failure}: the calibrated states' skill scores use the deviation sd each "
+                         "category learned on the fitted states; materialize skill_scores for this fit first")
+    return taus.drop(columns="fit")
+
+
+def skill_table_result(table: pd.DataFrame, n_states: int, suite_name: str, problems: list[str]
+                       ) -> dg.AssetCheckResult:
+    """What a published skill table promises, fitted or calibrated: every state x category once; a number exactly
+    where the state has >= skill_scores.min_families families in the category, 'not enough data' and no number
+    otherwise; n_families the count of the families listed; published summaries finite with ordered intervals.
+    `problems`: the caller's own, reported with these."""
     from atlas_assets.outputs.config import load_outputs_config
     from atlas_assets.outputs.skill_scores import NOT_ENOUGH, PUBLISHED
 
     min_f = int(load_outputs_config()["skill_scores"]["min_families"])
-    table = _table(duckdb, "SELECT * FROM skill_scores")
-    taus = _table(duckdb, "SELECT * FROM skill_deviations")
-    n_states = int(_table(duckdb, "SELECT count(*) AS n FROM model_index_states")["n"].iloc[0])
-    problems = _one_fit(pd.concat([table[["fit"]], taus[["fit"]]]))
+    problems = list(problems)
     if table.duplicated(["model", "reasoning_state", "category"]).any():
         problems.append("duplicated state x category rows")
     if len(table) != n_states * table["category"].nunique():
@@ -119,13 +134,26 @@ def skill_scores_valid(duckdb: DuckDBResource) -> dg.AssetCheckResult:
         problems.append("a number on a 'not enough data' row")
     if not np.isfinite(table.loc[published, numeric].to_numpy(dtype=float)).all():
         problems.append("non-finite summary on a published skill")
-    if set(table["category"]) - set(taus["category"]) or (taus["deviation_sd"] <= 0).any():
-        problems.append("a category without a positive deviation sd")
     result = validate_frame(table[published], [*_ordered("display_lower", "display_median", "display_upper"),
                                                Expectation("ExpectColumnValuesToBeBetween", column="display_sd",
                                                            min_value=0)],
-                            suite_name="skill_scores") if published.any() else dg.AssetCheckResult(passed=True)
+                            suite_name=suite_name) if published.any() else dg.AssetCheckResult(passed=True)
     return _combine(result, problems, {"rows": len(table), "published": int(published.sum())})
+
+
+@dg.asset_check(asset="skill_scores", blocking=True, description="Every fitted state x category exactly once; "
+                "a number only where the state has >= min_families families in the category (status 'published'), "
+                "'not enough data' and no number otherwise; n_families is the count of the listed families; "
+                "published summaries finite with ordered intervals; a positive deviation sd for each category; one "
+                "fit for both tables.")
+def skill_scores_valid(duckdb: DuckDBResource) -> dg.AssetCheckResult:
+    table = _table(duckdb, "SELECT * FROM skill_scores")
+    taus = _table(duckdb, "SELECT * FROM skill_deviations")
+    n_states = int(_table(duckdb, "SELECT count(*) AS n FROM model_index_states")["n"].iloc[0])
+    problems = _one_fit(pd.concat([table[["fit"]], taus[["fit"]]]))
+    if set(table["category"]) - set(taus["category"]) or (taus["deviation_sd"] <= 0).any():
+        problems.append("a category without a positive deviation sd")
+    return skill_table_result(table, n_states, "skill_scores", problems)
 
 
 @dg.asset_check(asset="skill_scores", description="Signal (WARN): no category's deviation sd sits at the top of its "
