@@ -426,6 +426,7 @@ class ForwardStudy(Strict):
     newest_share: Number = Field(gt=0, lt=1)
     hide_share: Number = Field(gt=0, lt=1)
     thin_evidence_cells: int = Field(default=2, ge=1)
+    thin_share: Number = Field(default=0.5, gt=0, le=1)
 
 
 class MaskedStudy(Strict):

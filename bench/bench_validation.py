@@ -27,7 +27,7 @@ from bench.fits import latest_passing_fit  # noqa: E402
 from atlas_assets.validation.config import load_validation_config  # noqa: E402
 from atlas_assets.validation.folds import run_fold  # noqa: E402
 from atlas_assets.validation.splits import fold_keys  # noqa: E402
-from atlas_assets.validation.summary import CELL_STUDIES, held_out_skill, validation_metrics  # noqa: E402
+from atlas_assets.validation.summary import CELL_STUDIES, cell_shares, held_out_skill, validation_metrics  # noqa: E402
 
 
 def parse_set(values: list[str]) -> dict:
@@ -73,6 +73,8 @@ def main() -> int:
     ranks = pd.concat([r.family_ranks for r in results], ignore_index=True)
     sensitivity = pd.concat([r.sensitivity for r in results], ignore_index=True)
     metrics = validation_metrics(predictions, ranks, sensitivity, cfg)
+    unscored = pd.concat([r.unscored for r in results], ignore_index=True)
+    metrics = cell_shares(metrics, pd.DataFrame([r.info for r in results]), predictions, unscored)
     reliability = None
     try:
         import duckdb
@@ -87,17 +89,21 @@ def main() -> int:
     print("\n== time per fold ==\n" + timing.to_string(index=False))
     print("\n== time per study (s) ==\n" + timing.groupby("study")[["wall_s", "sample_s", "leapfrog"]].sum().to_string())
     print(f"\ntotal wall time: {total:.0f} s for {len(keys)} folds")
-    cols = ["study", "method", "n_cells", "rmse_points", "mae_points", "crps", "spearman", "coverage_50",
-            "coverage_90", "coverage_95"]
-    cells = metrics[metrics["study"].isin(CELL_STUDIES)]
+    cols = ["study", "method", "n_cells", "share_predicted", "rmse_points", "mae_points", "crps", "spearman",
+            "coverage_50", "coverage_90", "coverage_95", "z_sd"]
+    # each cell study, and each path of one (forward_thin:fit, forward_thin:calibrate_in, ...)
+    cells = metrics[metrics["study"].str.split(":").str[0].isin(CELL_STUDIES)].reindex(columns=cols)
     if len(cells):
         print("\n== held-out cells: model vs baselines (bounded families, points = 100 x unit) ==")
-        print(cells[cols].round(4).to_string(index=False))
-        for study, r in cells.groupby("study"):
+        print(cells.round(4).to_string(index=False))
+        if len(unscored):
+            print("\n== held-out cells not scored, by reason ==")
+            print(unscored.groupby(["study", "path", "reason"], dropna=False).size().rename("cells").to_string())
+        for study, r in metrics[metrics["study"].isin(CELL_STUDIES)].groupby("study"):
             m = r.set_index("method")
             if {"atlas", "eci_form"} <= set(m.index):
                 print(f"{study}: RMSE model / ECI form = {m.at['atlas', 'rmse'] / m.at['eci_form', 'rmse']:.3f}")
-    other = metrics[~metrics["study"].isin(CELL_STUDIES)].dropna(axis=1, how="all")
+    other = metrics[~metrics["study"].str.split(":").str[0].isin(CELL_STUDIES)].dropna(axis=1, how="all")
     if len(other):
         print("\n== whole families and sensitivity ==\n" + other.round(4).to_string(index=False))
     if len(skill):

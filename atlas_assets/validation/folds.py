@@ -41,6 +41,9 @@ class FoldResult:
     family_ranks: pd.DataFrame = field(default_factory=pd.DataFrame)   # family study
     sensitivity: pd.DataFrame = field(default_factory=pd.DataFrame)    # sensitivity study
     active_scores: pd.DataFrame = field(default_factory=pd.DataFrame)  # active_panel study: the variant's scores
+    # cell studies: every held-out cell that is not scored, with why (the model could not place it, or a baseline
+    # could not predict it and identical cells are scored): no held-out cell is dropped silently
+    unscored: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def references(model_config: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -88,25 +91,31 @@ def _refit(split: Split, observations: pd.DataFrame, production_dir: Path, produ
     return fit_dir, False
 
 
-def _atlas_ensemble(refit, heldout: pd.DataFrame, rng: np.random.Generator) -> np.ndarray:
+NOT_IN_REFIT_FAMILY = "family not in the refit (none of its cells is in the refit's training data)"
+
+
+def _atlas_ensemble(refit, heldout: pd.DataFrame, rng: np.random.Generator, draws=None) -> tuple[np.ndarray, np.ndarray]:
     """One posterior predictive draw per posterior draw of the refit, per held-out cell (NaN where the
-    cell's state or family is not in the refit)."""
+    cell's state or family is not in the refit), and per cell the reason it is not predicted (None if it is)."""
     from atlas_assets.outputs.cell_model import predictive
     from atlas_assets.outputs.draws import from_fit, observation_items
 
-    draws = from_fit(refit)
+    draws = draws if draws is not None else from_fit(refit)
     si = refit.stan_input
     state_pos = pd.Series(si.states["state_pos"].to_numpy(), index=pd.MultiIndex.from_frame(si.states[["model", "reasoning_state"]]))
     family_pos = si.families.set_index("family")["family_pos"]
     out = np.full((draws.n_draws, len(heldout)), np.nan)
     items = observation_items(heldout)
-    pos_s = np.array([state_pos.get((m, r), -1) for m, r in zip(heldout["model"], heldout["reasoning_state"])])
+    pos_s = np.array([state_pos.get((m, r), -1) for m, r in zip(heldout["model"], heldout["reasoning_state"])], dtype=int)
     pos_f = heldout["family"].map(family_pos).fillna(-1).to_numpy(int)
     for j in np.unique(pos_f[pos_f >= 0]):
         cols = np.flatnonzero((pos_f == j) & (pos_s >= 0))
         if len(cols):
             out[:, cols] = predictive(rng, draws.eta(pos_s[cols], int(j)), draws.family(int(j), si.families), items[cols])
-    return out
+    reasons = np.array([None] * len(heldout), dtype=object)
+    reasons[pos_s < 0] = "state not in the refit (every cell of it held out or dropped)"
+    reasons[pos_f < 0] = NOT_IN_REFIT_FAMILY
+    return out, reasons
 
 
 def _eci_ensembles(train: pd.DataFrame, heldout: pd.DataFrame, validation_cfg: Mapping[str, Any],
@@ -122,11 +131,18 @@ def _eci_ensembles(train: pd.DataFrame, heldout: pd.DataFrame, validation_cfg: M
     return ensembles, {"eci_form_seconds": round(time.perf_counter() - t0, 2)}
 
 
-def _score(split: Split, heldout: pd.DataFrame, ensembles: dict[str, np.ndarray], validation_cfg) -> tuple[pd.DataFrame, dict]:
-    """Per-cell scores of every method on the cells every method could predict (identical splits)."""
+UNSCORED_COLUMNS = ["study", "fold", "model", "reasoning_state", "family", "kind", "u", "released_on", "path",
+                    "predicted_by_model", "reason"]
+
+
+def _score(split: Split, heldout: pd.DataFrame, ensembles: dict[str, np.ndarray], validation_cfg,
+           reasons: np.ndarray | None = None) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
+    """Per-cell scores of every method on the cells every method could predict (identical splits); the other
+    held-out cells, each with its reason (`reasons`: per cell, why the model could not predict it); counts."""
     intervals = [float(x) for x in validation_cfg["intervals"]]
-    scored = np.logical_and.reduce([np.isfinite(e).all(axis=0) for e in ensembles.values()])
-    extra = [c for c in ("path",) if c in heldout.columns]  # forward_thin: which calibrate-in path placed the cell
+    finite = {m: np.isfinite(e).all(axis=0) for m, e in ensembles.items()}
+    scored = np.logical_and.reduce(list(finite.values()))
+    extra = [c for c in ("path",) if c in heldout.columns]  # forward_thin: which path predicted the cell
     base = heldout.loc[scored, KEY + ["kind", "u", "released_on"] + extra].reset_index(drop=True)
     frames = []
     for method, ensemble in ensembles.items():
@@ -135,38 +151,59 @@ def _score(split: Split, heldout: pd.DataFrame, ensembles: dict[str, np.ndarray]
     out = pd.concat(frames, ignore_index=True)
     out.insert(0, "fold", split.fold)
     out.insert(0, "study", split.study)
-    return out, {"n_scored": int(scored.sum())}
+    by_model = finite["atlas"]
+    why = []
+    for i in np.flatnonzero(~scored):
+        if not by_model[i]:
+            why.append((reasons[i] if reasons is not None and reasons[i] else None) or "not predicted by the model")
+        else:
+            missing = [m for m, ok in finite.items() if not ok[i]]
+            why.append(f"predicted by the model, not by {', '.join(missing)}: only cells every method predicts are "
+                       "scored")
+    unscored = heldout.loc[~scored].reset_index(drop=True).reindex(columns=UNSCORED_COLUMNS)
+    unscored["study"], unscored["fold"] = split.study, split.fold
+    unscored["predicted_by_model"] = by_model[~scored]
+    unscored["reason"] = why
+    info = {"n_scored": int(scored.sum()), "n_predicted": int(by_model.sum()), "n_unscored": int((~scored).sum())}
+    return out, info, unscored
 
 
-def _predictions(split: Split, observations: pd.DataFrame, refit, validation_cfg, seed: int) -> tuple[pd.DataFrame, dict]:
+def _predictions(split: Split, observations: pd.DataFrame, refit, validation_cfg, seed: int
+                 ) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
     train = observations[split.train].reset_index(drop=True)
     heldout = observations[split.heldout].reset_index(drop=True)
     rng = np.random.default_rng(seed)
-    ensembles = {"atlas": _atlas_ensemble(refit, heldout, rng)}
+    atlas, reasons = _atlas_ensemble(refit, heldout, rng)
+    ensembles = {"atlas": atlas}
     size = ensembles["atlas"].shape[0]
     eci, timing = _eci_ensembles(train, heldout, validation_cfg, seed)
     ensembles.update(eci)
     ensembles["family_mean"] = baselines.family_mean_ensemble(train, heldout, rng, size)
     ensembles["model_offset"] = baselines.model_offset_ensemble(train, heldout, rng, size)
-    out, info = _score(split, heldout, {m: ensembles[m] for m in METHODS}, validation_cfg)
-    return out, {**info, **timing}
+    out, info, unscored = _score(split, heldout, {m: ensembles[m] for m in METHODS}, validation_cfg, reasons)
+    return out, {**info, **timing}, unscored
+
+
+FIT, CALIBRATED, CALIBRATED_UNMEASURED = "fit", "calibrated", "calibrated_unmeasured_setting"
 
 
 def _calibrated_ensemble(refit, evidence: pd.DataFrame, heldout: pd.DataFrame, rng: np.random.Generator,
-                         seed: int) -> tuple[np.ndarray, dict]:
+                         seed: int, draws=None) -> tuple[np.ndarray, dict]:
     """Held-out cells of models outside the refit, through calibrate-in (outputs/calibrate.py): each model's
-    states placed on the refit from its evidence cells alone, then its cells drawn from the refit's family
-    likelihoods. NaN for a cell whose state has no evidence or whose family is not in the refit."""
+    states placed on the refit from its evidence cells alone (a held-out setting without evidence through the
+    reasoning structure), then its cells drawn from the refit's family likelihoods. NaN for a cell that cannot
+    be placed; info["path"] says per cell which calibrate-in path it takes (at a setting with evidence or not),
+    info["reasons"] why a cell is not placed (None where it is)."""
     from atlas_assets.outputs.calibrate import calibrate, likelihood_pieces, reasoning_draws_from_fit, theta_priors_from_fit
     from atlas_assets.outputs.config import load_outputs_config
     from atlas_assets.outputs.cell_model import predictive
     from atlas_assets.outputs.draws import from_fit, observation_items
 
-    draws, si = from_fit(refit), refit.stan_input
+    draws, si = (draws if draws is not None else from_fit(refit)), refit.stan_input
     fitted_families = set(si.families["family"])
     usable = evidence[evidence["family"].isin(fitted_families)]
-    pieces = likelihood_pieces(usable, si.families)
-    pieces = pieces[pieces["drop_reason"].isna()]
+    all_pieces = likelihood_pieces(usable, si.families)
+    pieces = all_pieces[all_pieces["drop_reason"].isna()]
     released = pieces.groupby("model")["released_on"].first().to_dict() if "released_on" in pieces else {}
     priors = theta_priors_from_fit(refit, draws.n_draws, released, load_outputs_config()["calibrate"])
     # a held-out state of a calibrated model without evidence of its own: placed through the reasoning structure
@@ -178,28 +215,62 @@ def _calibrated_ensemble(refit, evidence: pd.DataFrame, heldout: pd.DataFrame, r
     family_pos = si.families.set_index("family")["family_pos"]
     items = observation_items(heldout)
     out = np.full((draws.n_draws, len(heldout)), np.nan)
-    cal = np.array([position.get((m, r), -1) for m, r in zip(heldout["model"], heldout["reasoning_state"])])
+    keys = list(zip(heldout["model"], heldout["reasoning_state"]))
+    cal = np.array([position.get(k, -1) for k in keys], dtype=int)
     fam = heldout["family"].map(family_pos).fillna(-1).to_numpy(int)
     for j in np.unique(fam[(fam >= 0) & (cal >= 0)]):
         cols = np.flatnonzero((fam == j) & (cal >= 0))
         eta = draws.beta[:, [int(j)]] * (calibration.phi[:, cal[cols]] - draws.b[:, [int(j)]])
         out[:, cols] = predictive(rng, eta, draws.family(int(j), si.families), items[cols])
-    measured = dict(zip(zip(calibration.states["model"], calibration.states["reasoning_state"]),
-                        calibration.states["n_obs"] > 0))
-    path = np.array([("calibrated" if measured[k] else "calibrated_unmeasured_setting") if k in measured else None
-                     for k in zip(heldout["model"], heldout["reasoning_state"])], dtype=object)
-    return out, {"calibrated_models": int(calibration.states["model"].nunique()),
-                 "calibrate_seconds": round(calibration.seconds, 2), "path": path}
+    # the path: at a setting the model has usable evidence at, or placed through the reasoning structure
+    measured_states = set(zip(pieces["model"], pieces["reasoning_state"]))
+    path = np.array([CALIBRATED if k in measured_states else CALIBRATED_UNMEASURED for k in keys], dtype=object)
+    reasons = np.array([None] * len(heldout), dtype=object)
+    calibrated_models = set(calibration.states["model"])
+    for i, (model, _state) in enumerate(keys):
+        if model not in calibrated_models:
+            own = evidence[evidence["model"] == model]
+            dropped = all_pieces.loc[(all_pieces["model"] == model) & all_pieces["drop_reason"].notna(), "drop_reason"]
+            if own.empty:
+                reasons[i] = "model has no evidence cell: nothing to calibrate from"
+            elif len(dropped):
+                reasons[i] = "no usable evidence cell on a family in the refit (" + "; ".join(sorted(set(dropped))) + ")"
+            else:
+                reasons[i] = ("no evidence cell on a family in the refit (evidence on "
+                              + ", ".join(sorted(set(own["family"]))) + "): nothing to calibrate from")
+        elif cal[i] < 0:
+            reasons[i] = "state not placed by calibrate-in"
+    reasons[fam < 0] = NOT_IN_REFIT_FAMILY
+    return out, {"calibrated_models": int(len(calibrated_models)),
+                 "calibrate_seconds": round(calibration.seconds, 2), "path": path, "reasons": reasons}
 
 
-def _thin_predictions(split: Split, observations: pd.DataFrame, refit, validation_cfg, seed: int) -> tuple[pd.DataFrame, dict]:
-    """forward_thin: the model's path is calibrate-in; the baselines see the same cells (training + evidence)."""
+def _thin_predictions(split: Split, observations: pd.DataFrame, refit, validation_cfg, seed: int
+                      ) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
+    """forward_thin: each held-out cell through its path (`split.path`): the refit where its model is in it,
+    calibrate-in where the model was thinned out of it; the baselines see the same cells (training + evidence)."""
+    from atlas_assets.outputs.draws import from_fit
+
     evidence = observations[split.evidence].reset_index(drop=True)
     known = pd.concat([observations[split.train], evidence], ignore_index=True)
     heldout = observations[split.heldout].reset_index(drop=True)
+    route = np.asarray(split.path, dtype=object)[split.heldout]
+    if not set(route) <= {FIT, "calibrate_in"}:
+        raise ValueError(f"forward_thin: a held-out cell without a path ({sorted(set(map(str, route)))})")
     rng = np.random.default_rng(seed)
-    atlas, info = _calibrated_ensemble(refit, evidence, heldout, rng, seed)
-    heldout["path"] = info.pop("path")
+    draws = from_fit(refit)
+    atlas = np.full((draws.n_draws, len(heldout)), np.nan)
+    reasons = np.array([None] * len(heldout), dtype=object)
+    path = route.copy()
+    on_fit, thin = route == FIT, route == "calibrate_in"
+    info: dict = {"calibrated_models": 0, "calibrate_seconds": 0.0}
+    if on_fit.any():
+        atlas[:, on_fit], reasons[on_fit] = _atlas_ensemble(refit, heldout[on_fit].reset_index(drop=True), rng, draws)
+    if thin.any():
+        cal, cal_info = _calibrated_ensemble(refit, evidence, heldout[thin].reset_index(drop=True), rng, seed, draws)
+        atlas[:, thin], path[thin], reasons[thin] = cal, cal_info.pop("path"), cal_info.pop("reasons")
+        info.update(cal_info)
+    heldout["path"] = path
     # The baselines have no reasoning structure: for a setting the model has no evidence at they predict the
     # model's evidence state with the most cells as is (issue 14's "pinned state as is"), so every method
     # scores the same cells and the unmeasured-setting path is compared, not dropped.
@@ -207,24 +278,26 @@ def _thin_predictions(split: Split, observations: pd.DataFrame, refit, validatio
              .sort_values(["model", "n", "reasoning_state"], ascending=[True, False, True])
              .drop_duplicates("model").set_index("model")["reasoning_state"])
     as_baselines_see_it = heldout.copy()
-    unmeasured = (heldout["path"] == "calibrated_unmeasured_setting").to_numpy()
+    unmeasured = (heldout["path"] == CALIBRATED_UNMEASURED).to_numpy()
     as_baselines_see_it.loc[unmeasured, "reasoning_state"] = heldout.loc[unmeasured, "model"].map(proxy).to_numpy()
     ensembles = {"atlas": atlas}
     eci, timing = _eci_ensembles(known, as_baselines_see_it, validation_cfg, seed)
     ensembles.update(eci)
     ensembles["family_mean"] = baselines.family_mean_ensemble(known, as_baselines_see_it, rng, atlas.shape[0])
     ensembles["model_offset"] = baselines.model_offset_ensemble(known, as_baselines_see_it, rng, atlas.shape[0])
-    out, scored = _score(split, heldout, {m: ensembles[m] for m in METHODS}, validation_cfg)
-    placeable = np.isfinite(atlas).all(axis=0)
-    by_path = {"n_placeable": int(placeable.sum()),
-               "n_placeable_measured_setting": int((placeable & (heldout["path"] == "calibrated")).sum()),
-               "n_placeable_unmeasured_setting": int((placeable & (heldout["path"] == "calibrated_unmeasured_setting")).sum()),
-               "n_not_placeable": int((~placeable).sum())}
-    return out, {**scored, **info, **timing, **by_path}
+    out, scored, unscored = _score(split, heldout, {m: ensembles[m] for m in METHODS}, validation_cfg, reasons)
+    placed = np.isfinite(atlas).all(axis=0)
+    by_path = {}
+    for name in (FIT, CALIBRATED, CALIBRATED_UNMEASURED):
+        mine = (heldout["path"] == name).to_numpy()
+        by_path[f"n_heldout_{name}"], by_path[f"n_predicted_{name}"] = int(mine.sum()), int((placed & mine).sum())
+    by_path["thinned_models"] = len(split.info.get("thinned_models", []))
+    by_path["fitted_new_models"] = len(split.info.get("fitted_new_models", []))
+    return out, {**scored, **info, **timing, **by_path}, unscored
 
 
 def _state_ensembles(refit, draws, post, heldout: pd.DataFrame, rng: np.random.Generator, seed: int
-                     ) -> dict[str, np.ndarray]:
+                     ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Hidden states' cells from the refit: `atlas` through the full reasoning structure (the model's own
     ladder amplitude and curvature, or the setting's learned spread; outputs/predicted_states.py), and two
     baselines: the model's pinned state as it is, and the pinned state plus the shared effect only."""
@@ -242,8 +315,12 @@ def _state_ensembles(refit, draws, post, heldout: pd.DataFrame, rng: np.random.G
     family_pos = si.families.set_index("family")["family_pos"]
     items = observation_items(heldout)
     out = {name: np.full((draws.n_draws, len(heldout)), np.nan) for name in ("atlas", "pinned_state", "pinned_plus_shared")}
+    reasons = np.array([None] * len(heldout), dtype=object)
+    reasons[~heldout["family"].isin(family_pos.index).to_numpy()] = NOT_IN_REFIT_FAMILY
     for (model, state), rows in heldout.groupby(["model", "reasoning_state"], sort=True):
         if model not in pinned.index or state not in code_of:
+            reasons[rows.index.to_numpy()] = ("model not in the refit" if model not in pinned.index
+                                              else f"setting {state!r} unknown to the program")
             continue
         pin = pinned.loc[model]
         phi_pin = draws.phi[:, int(pin["state_pos"])]
@@ -258,7 +335,7 @@ def _state_ensembles(refit, draws, post, heldout: pd.DataFrame, rng: np.random.G
             for name, phi in phis.items():
                 eta = draws.beta[:, [j]] * (np.repeat(phi[:, None], len(cols), axis=1) - draws.b[:, [j]])
                 out[name][:, cols] = predictive(rng, eta, lik, items[cols])
-    return out
+    return out, reasons
 
 
 def _unknown_label_check(refit, draws, post, heldout: pd.DataFrame, rng: np.random.Generator, seed: int,
@@ -315,7 +392,8 @@ def _unknown_label_check(refit, draws, post, heldout: pd.DataFrame, rng: np.rand
     return out
 
 
-def _state_predictions(split: Split, observations: pd.DataFrame, refit, validation_cfg, seed: int) -> tuple[pd.DataFrame, dict]:
+def _state_predictions(split: Split, observations: pd.DataFrame, refit, validation_cfg, seed: int
+                       ) -> tuple[pd.DataFrame, dict, pd.DataFrame]:
     train = observations[split.train].reset_index(drop=True)
     heldout = observations[split.heldout].reset_index(drop=True)
     rng = np.random.default_rng(seed)
@@ -323,12 +401,12 @@ def _state_predictions(split: Split, observations: pd.DataFrame, refit, validati
     from atlas_assets.outputs.predicted_states import reasoning_posterior
 
     draws, post = from_fit(refit), reasoning_posterior(refit.idata)  # once, for both the study and the unknown-label check
-    ensembles = _state_ensembles(refit, draws, post, heldout, rng, seed)
+    ensembles, reasons = _state_ensembles(refit, draws, post, heldout, rng, seed)
     ensembles["family_mean"] = baselines.family_mean_ensemble(train, heldout, rng, ensembles["atlas"].shape[0])
-    out, info = _score(split, heldout, ensembles, validation_cfg)
+    out, info, unscored = _score(split, heldout, ensembles, validation_cfg, reasons)
     intervals = [float(x) for x in validation_cfg["intervals"]]
     info.update(_unknown_label_check(refit, draws, post, heldout, np.random.default_rng(seed + 1), seed, intervals))
-    return out, info
+    return out, info, unscored
 
 
 def _family_ranks(split: Split, observations: pd.DataFrame, refit, validation_cfg) -> pd.DataFrame:
@@ -417,13 +495,13 @@ def run_fold(fold: str, production_dir: str | Path, validation_cfg: Mapping[str,
     seed = int(validation_cfg["seed"]) + int(hashlib.sha256(fold.encode()).hexdigest()[:6], 16) % 100_000
     result = FoldResult(fold, split.study, info, pd.DataFrame())
     if split.study in ("forward", "forward_strict", "masked", "forward_active"):
-        result.predictions, extra = _predictions(split, observations, refit, validation_cfg, seed)
+        result.predictions, extra, result.unscored = _predictions(split, observations, refit, validation_cfg, seed)
         info.update(extra)
     elif split.study == "forward_thin":
-        result.predictions, extra = _thin_predictions(split, observations, refit, validation_cfg, seed)
+        result.predictions, extra, result.unscored = _thin_predictions(split, observations, refit, validation_cfg, seed)
         info.update(extra)
     elif split.study == "masked_state":
-        result.predictions, extra = _state_predictions(split, observations, refit, validation_cfg, seed)
+        result.predictions, extra, result.unscored = _state_predictions(split, observations, refit, validation_cfg, seed)
         info.update(extra)
     elif split.study == "family":
         result.family_ranks = _family_ranks(split, observations, refit, validation_cfg)

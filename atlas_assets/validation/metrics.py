@@ -24,12 +24,12 @@ def interval_names(x: float) -> tuple[str, str]:
 
 
 def cell_scores(u: np.ndarray, ensemble: np.ndarray, intervals: Sequence[float]) -> pd.DataFrame:
-    """Per held-out cell: pred_mean, pred_median, the interval ends, crps. `ensemble` is (draws, cells);
+    """Per held-out cell: pred_mean, pred_median, pred_sd, the interval ends, crps. `ensemble` is (draws, cells);
     a column with no finite draw (a cell the method cannot predict) gives NaN everywhere."""
     u = np.asarray(u, dtype=float)
     ens = np.asarray(ensemble, dtype=float)
     ok = np.isfinite(ens).all(axis=0)
-    out = {"pred_mean": np.full(len(u), np.nan), "pred_median": np.full(len(u), np.nan)}
+    out = {"pred_mean": np.full(len(u), np.nan), "pred_median": np.full(len(u), np.nan), "pred_sd": np.full(len(u), np.nan)}
     for x in intervals:
         for name in interval_names(x):
             out[name] = np.full(len(u), np.nan)
@@ -38,6 +38,7 @@ def cell_scores(u: np.ndarray, ensemble: np.ndarray, intervals: Sequence[float])
         e = ens[:, ok]
         out["pred_mean"][ok] = e.mean(axis=0)
         out["pred_median"][ok] = np.median(e, axis=0)
+        out["pred_sd"][ok] = e.std(axis=0)
         for x in intervals:
             lo, hi = interval_names(x)
             out[lo][ok], out[hi][ok] = np.quantile(e, [(1 - x) / 2, (1 + x) / 2], axis=0)
@@ -47,7 +48,9 @@ def cell_scores(u: np.ndarray, ensemble: np.ndarray, intervals: Sequence[float])
 
 def study_metrics(cells: pd.DataFrame, intervals: Sequence[float]) -> dict:
     """One method's metrics over scored bounded cells of a study: n, RMSE/MAE (unit and points), CRPS,
-    Spearman between predicted mean and observed score, and the coverage of each central interval."""
+    Spearman between predicted mean and observed score, the coverage of each central interval, and the mean and sd
+    of the cells' z-scores (observed - predicted mean) / predictive sd (sd near 1: the spread matches the misses;
+    above 1: the intervals are too narrow), over cells with a positive predictive sd."""
     rows = cells[(cells["kind"] == "bounded") & cells["pred_mean"].notna()]
     err = rows["pred_mean"].to_numpy(float) - rows["u"].to_numpy(float)
     out = {"n_cells": int(len(rows))}
@@ -61,6 +64,11 @@ def study_metrics(cells: pd.DataFrame, intervals: Sequence[float]) -> dict:
     for x in intervals:
         lo, hi = interval_names(x)
         out[f"coverage_{round(100 * x)}"] = float(((rows["u"] >= rows[lo]) & (rows["u"] <= rows[hi])).mean())
+    if "pred_sd" in rows:
+        spread = rows["pred_sd"].to_numpy(float)
+        z = -err[spread > 0] / spread[spread > 0]
+        out["z_mean"] = float(z.mean()) if len(z) else np.nan
+        out["z_sd"] = float(z.std(ddof=1)) if len(z) > 1 else np.nan
     return out
 
 

@@ -16,10 +16,13 @@ Studies (one `Split` per fold; `fold_keys` lists them, one Dagster partition eac
   in the same fold; groups are spread over folds by observation count (largest first).
 - sensitivity_k: the k-th best-covered family dropped (nothing is predicted; the
   study compares rankings).
-- forward_thin: the calibrate-in path (issue 13). Each new model (as in forward) keeps
-  `thin.evidence_cells` of its cells as its only evidence and leaves the refit entirely
-  (as the coverage filter would remove it); it is calibrated in from those cells on the
-  refit, and the rest of its cells are held out.
+- forward_thin: the forward study with production's two paths (issue 13). Of the new models
+  (as in forward), a seeded `forward.thin_share` keep `forward.thin_evidence_cells` of their
+  cells as their only evidence and leave the refit entirely (as the coverage filter removes a
+  model with < 3 families); they are calibrated in from those cells on the refit, and the rest
+  of their cells are held out. The other new models stay in the refit, beside them, with the
+  forward study's cells hidden (as in production, where the thin models are calibrated beside
+  fitted contemporaries). `Split.path` says which path predicts each held-out cell.
 - masked_state: for every model with two or more observed reasoning states, every cell of
   one of its non-pinned states is hidden (seeded): the state is absent from the refit and
   is predicted from the model's other states and the reasoning structure (issue 14).
@@ -51,6 +54,7 @@ class Split:
     dropped: np.ndarray         # bool per observation row: in neither training nor scoring
     info: dict = field(default_factory=dict)
     evidence: np.ndarray | None = None  # bool per row: outside the refit, the evidence a model is calibrated in from
+    path: np.ndarray | None = None      # per row (forward_thin): how a held-out cell is predicted, "fit" or "calibrate_in"
 
     @property
     def train(self) -> np.ndarray:
@@ -185,22 +189,41 @@ def sensitivity_split(observations: pd.DataFrame, cfg: Mapping[str, Any], refere
 
 
 def forward_thin_split(observations: pd.DataFrame, cfg: Mapping[str, Any], references) -> Split:
+    """The forward study with both paths of production: among the new models (`release_cut`, as in forward), a
+    seeded `forward.thin_share` of those that can be thinned (not a display reference, >= 2 cells) keep
+    `forward.thin_evidence_cells` random cells as their only evidence and leave the refit (`evidence`), the rest of
+    their cells held out (path calibrate-in); every other new model stays in the refit with the forward study's
+    cells hidden (the same seeded draw: its held-out cells are exactly forward's, path fit)."""
     obs = observations.reset_index(drop=True)
-    _, new_models = release_cut(obs, float(cfg["forward"]["newest_share"]))
-    rng = _rng(cfg, "forward_thin")
-    keep = int(cfg["forward"].get("thin_evidence_cells", 2))
+    fwd = cfg["forward"]
+    _, new_models = release_cut(obs, float(fwd["newest_share"]))
+    keep = int(fwd.get("thin_evidence_cells", 2))
     refs = {m for m, _ in references}
+    sizes = obs.groupby("model").size()
+    thinnable = sorted(m for m in set(new_models) - refs if sizes.get(m, 0) >= 2)
+    n_thin = int(round(float(fwd.get("thin_share", 0.5)) * len(thinnable)))
+    chooser = _rng(cfg, "forward_thin:models")  # its own stream: the evidence draw below does not depend on it
+    thinned = sorted(np.asarray(thinnable, dtype=object)[chooser.permutation(len(thinnable))[:n_thin]].tolist())
+    # every thinnable model's evidence is drawn, in name order, whether or not it is thinned: a model's evidence does
+    # not depend on which others are thinned, and thin_share 1 draws exactly the evidence of the all-thinned design
+    rng = _rng(cfg, "forward_thin")
     heldout, evidence = np.zeros(len(obs), bool), np.zeros(len(obs), bool)
-    for model in sorted(set(new_models) - refs):
+    for model in thinnable:
         idx = np.flatnonzero((obs["model"] == model).to_numpy())
-        if len(idx) < 2:
-            continue
         chosen = rng.choice(idx, size=min(keep, len(idx) - 1), replace=False)
-        evidence[chosen] = True
-        heldout[np.setdiff1d(idx, chosen)] = True
+        if model in thinned:
+            evidence[chosen] = True
+            heldout[np.setdiff1d(idx, chosen)] = True
+    thin_rows = obs["model"].isin(thinned).to_numpy()
+    fitted = forward_split(obs, cfg, references, strict=False).heldout & ~thin_rows
+    heldout |= fitted
+    path = np.where(thin_rows, "calibrate_in", np.where(fitted, "fit", None)).astype(object)
     return Split("forward_thin", "forward_thin", heldout, np.zeros(len(obs), bool),
-                 {"new_models": int(len(set(obs.loc[evidence, "model"]))), "evidence_cells": int(evidence.sum())},
-                 evidence)
+                 {"new_models": len(new_models), "thinned_models": thinned,
+                  "fitted_new_models": sorted(set(new_models) - set(thinned)),
+                  "evidence_cells": int(evidence.sum()), "heldout_fit": int(fitted.sum()),
+                  "heldout_calibrate_in": int((heldout & thin_rows).sum())},
+                 evidence, path)
 
 
 def active_families(cfg: Mapping[str, Any]) -> list[str]:

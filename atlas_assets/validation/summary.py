@@ -12,11 +12,26 @@ from scipy.stats import spearmanr
 from atlas_assets.validation.metrics import family_skill, study_metrics
 
 CELL_STUDIES = ["forward", "forward_strict", "forward_thin", "masked", "masked_state", "forward_active"]
+# paths reported together as well as apart: calibrate-in at a setting with evidence and at one without
+PATH_GROUPS = {"calibrate_in": ("calibrated", "calibrated_unmeasured_setting")}
+
+
+def _path_rows(frame: pd.DataFrame) -> list[tuple[str, str, pd.DataFrame]]:
+    """(study, path, rows) for every path of every study with a `path` column, and each PATH_GROUPS group."""
+    if "path" not in frame.columns:
+        return []
+    with_path = frame[frame["path"].notna()]
+    out = [(study, path, rows) for (study, path), rows in with_path.groupby(["study", "path"], sort=True)]
+    for group, members in PATH_GROUPS.items():
+        inside = with_path[with_path["path"].isin(members)]
+        out += [(study, group, rows) for study, rows in inside.groupby("study", sort=True)]
+    return out
 
 
 def cell_study_metrics(predictions: pd.DataFrame, intervals: Sequence[float]) -> pd.DataFrame:
-    """One row per study x method; where cells carry a `path` (forward_thin: calibrate-in at a measured setting,
-    or at a setting without evidence), also one row per `<study>:<path>` x method."""
+    """One row per study x method; where cells carry a `path` (forward_thin: the refit `fit`, calibrate-in at a
+    measured setting `calibrated` or at a setting without evidence `calibrated_unmeasured_setting`, the two
+    together `calibrate_in`), also one row per `<study>:<path>` x method."""
     rows = []
     for (study, method), cells in predictions.groupby(["study", "method"], sort=False):
         rows.append({"study": study, "method": method, "n_folds": int(cells["fold"].nunique()),
@@ -31,12 +46,48 @@ def cell_study_metrics(predictions: pd.DataFrame, intervals: Sequence[float]) ->
         for method, cells in same.groupby("method", sort=False):
             rows.append({"study": "forward:active_cells", "method": method, "n_folds": int(cells["fold"].nunique()),
                          **study_metrics(cells, intervals)})
-    if "path" in predictions.columns:
-        with_path = predictions[predictions["path"].notna()]
-        for (study, path, method), cells in with_path.groupby(["study", "path", "method"], sort=True):
+    for study, path, frame in _path_rows(predictions):
+        for method, cells in frame.groupby("method", sort=False):
             rows.append({"study": f"{study}:{path}", "method": method, "n_folds": int(cells["fold"].nunique()),
                          **study_metrics(cells, intervals)})
     return pd.DataFrame(rows)
+
+
+def cell_shares(metrics: pd.DataFrame, folds: pd.DataFrame, predictions: pd.DataFrame,
+                unscored: pd.DataFrame) -> pd.DataFrame:
+    """`metrics` with, per cell-study row and per `<study>:<path>` row: heldout_cells (every kind), the share the
+    model predicted (share_predicted) and the share every method scored (share_scored). Study rows count from
+    validation_folds (n_heldout, n_predicted, n_scored); path rows from the scored cells and the unscored list
+    (validation_unscored, every held-out cell not scored with its reason)."""
+    out = metrics.copy()
+    out["heldout_cells"], out["share_predicted"], out["share_scored"] = np.nan, np.nan, np.nan
+    if len(folds):
+        held = folds.groupby("study")[[c for c in ("n_heldout", "n_scored", "n_predicted") if c in folds]].sum(min_count=1)
+        held = held.reindex(columns=["n_heldout", "n_scored", "n_predicted"])
+        held = held[held.index.isin(CELL_STUDIES)]
+        denominator = held["n_heldout"].where(held["n_heldout"] > 0)
+        out["heldout_cells"] = out["study"].map(held["n_heldout"])
+        out["share_scored"] = out["study"].map(held["n_scored"] / denominator)
+        out["share_predicted"] = out["study"].map(held["n_predicted"] / denominator)
+    atlas = predictions[predictions["method"] == "atlas"] if len(predictions) else predictions
+    missed = unscored if unscored is not None and len(unscored) else pd.DataFrame(
+        columns=["study", "path", "predicted_by_model"])
+    scored_paths = {(s, p): len(r) for s, p, r in _path_rows(atlas)}
+    missed_paths = {(s, p): (len(r), int(r["predicted_by_model"].astype(bool).sum())) for s, p, r in _path_rows(missed)}
+    for study, path in sorted(set(missed_paths) - set(scored_paths)):
+        # a path none of whose cells could be scored still gets its row: no cell disappears from the summary
+        out = pd.concat([out, pd.DataFrame([{"study": f"{study}:{path}", "method": "atlas", "n_cells": 0}])],
+                        ignore_index=True)
+    for study, path in set(scored_paths) | set(missed_paths):
+        n_scored = scored_paths.get((study, path), 0)
+        n_missed, n_missed_predicted = missed_paths.get((study, path), (0, 0))
+        total = n_scored + n_missed
+        rows = out["study"] == f"{study}:{path}"
+        if total and rows.any():
+            out.loc[rows, "heldout_cells"] = total
+            out.loc[rows, "share_predicted"] = (n_scored + n_missed_predicted) / total
+            out.loc[rows, "share_scored"] = n_scored / total
+    return out
 
 
 def family_study_metrics(family_ranks: pd.DataFrame) -> pd.DataFrame:

@@ -80,3 +80,15 @@ def test_family_mean_ensemble_draws_the_family_training_scores_and_nothing_else(
     ens = family_mean_ensemble(train, heldout, np.random.default_rng(1), 500)
     assert set(np.unique(ens[:, 0])) <= {0.9, 0.5, 0.7}
     assert np.isnan(ens[:, 1]).all()  # a family with no training cell cannot be predicted
+
+
+def test_z_scores_show_intervals_too_narrow_for_the_misses():
+    rng = np.random.default_rng(3)
+    truth = rng.normal(0.5, 0.1, size=4000)          # each cell's outcome: N(0.5, 0.1)
+    honest = rng.normal(0.5, 0.1, size=(500, 4000))  # an ensemble with the outcomes' own spread
+    narrow = rng.normal(0.5, 0.05, size=(500, 4000))  # half of it: over-confident
+    for ensemble, z_sd in ((honest, 1.0), (narrow, 2.0)):
+        cells = pd.concat([pd.DataFrame({"kind": "bounded", "u": truth}), cell_scores(truth, ensemble, [0.9])], axis=1)
+        m = study_metrics(cells, [0.9])
+        assert abs(m["z_sd"] - z_sd) < 0.06 * z_sd and abs(m["z_mean"]) < 0.06 * z_sd
+    assert np.allclose(cell_scores(truth[:3], honest[:, :3], [0.9])["pred_sd"], honest[:, :3].std(axis=0))

@@ -110,13 +110,64 @@ def test_masked_state_hides_one_non_pinned_state_per_model_with_several(cfg):
         make_split("masked_state", obs, cfg, REFS)
 
 
-def test_forward_thin_keeps_a_few_evidence_cells_per_new_model_outside_the_refit(cfg):
-    obs = panel()
+def newer_panel() -> pd.DataFrame:
+    """12 old models and 9 new ones (n0..n8, one with two states, one with a single cell), the high reference
+    model among the new ones: the forward_thin study thins some of the new models and fits the others."""
+    rows = []
+    fams = ["a", "b", "c", "d", "e", "f"]
+    dates = ({f"o{i}": f"2024-{i % 12 + 1:02d}-01" for i in range(12)} | {f"n{i}": f"2025-0{i + 1}-15" for i in range(9)}
+             | {"ref-low": "2023-01-01", "ref-high": "2025-05-01"})
+    for model, date in dates.items():
+        states = ["default", "high"] if model in ("n3", "ref-high") else ["default"]
+        for state in states:
+            for f in (fams[:1] if model == "n8" else fams):
+                rows.append({"model": model, "reasoning_state": state, "family": f, "u": 0.5, "released_on": date})
+    return pd.DataFrame(rows)
+
+
+def test_forward_thin_thins_a_seeded_share_of_the_new_models_and_keeps_the_others_in_the_refit(cfg):
+    obs = newer_panel()
+    cfg["forward"].update(newest_share=0.45, thin_share=0.5, thin_evidence_cells=2)
+    _, new = release_cut(obs, 0.45)
+    assert "ref-high" in new and "n8" in new and len(new) == 10
     split = make_split("forward_thin", obs, cfg, REFS)
-    new = obs["model"].isin(["m6", "m7"]).to_numpy()
-    assert split.evidence is not None and not (split.evidence & ~new).any() and not (split.heldout & ~new).any()
+    thinned, fitted = split.info["thinned_models"], split.info["fitted_new_models"]
+    # a display reference model and a one-cell model cannot be thinned; of the other 8 new models, half are
+    assert len(thinned) == 4 and not {"ref-high", "n8"} & set(thinned)
+    assert sorted(thinned + fitted) == sorted(new)
+    model = obs["model"]
+    thin_rows, fitted_rows = model.isin(thinned).to_numpy(), model.isin(fitted).to_numpy()
+    # thinned: the configured evidence cells, the rest held out (path calibrate_in), nothing in the refit
     per_model = obs.assign(e=split.evidence, h=split.heldout).groupby("model")[["e", "h"]].sum()
-    assert per_model.loc[["m6", "m7"], "e"].tolist() == [2, 2]
-    assert (per_model.loc[["m6", "m7"], "e"] + per_model.loc[["m6", "m7"], "h"]).tolist() == [6, 11]
-    # the new models leave the refit entirely: neither their evidence nor their held-out cells are trained on
-    assert not (split.train & new).any()
+    assert (per_model.loc[thinned, "e"] == 2).all()
+    assert (per_model.loc[thinned, "e"] + per_model.loc[thinned, "h"] == obs.groupby("model").size()[thinned]).all()
+    assert not (split.train & thin_rows).any()
+    assert set(split.path[split.heldout & thin_rows]) == {"calibrate_in"}
+    # fitted new models: in the refit, each state keeps a cell, and their held-out cells are exactly forward's
+    forward = make_split("forward", obs, cfg, REFS)
+    assert (split.heldout[fitted_rows] == forward.heldout[fitted_rows]).all() and split.heldout[fitted_rows].any()
+    assert set(split.path[split.heldout & fitted_rows]) == {"fit"}
+    kept = obs[split.train].groupby(["model", "reasoning_state"]).size()
+    for state in obs.loc[fitted_rows, ["model", "reasoning_state"]].drop_duplicates().itertuples(index=False):
+        assert kept.get(tuple(state), 0) >= 1
+    assert not (split.evidence & ~thin_rows).any()
+    # the display references keep every cell, old models are untouched
+    is_ref = obs[["model", "reasoning_state"]].apply(tuple, axis=1).isin(REFS).to_numpy()
+    assert split.train[is_ref].all() and split.train[~model.isin(new).to_numpy()].all()
+    # seeded; thin_share 1 thins every thinnable new model (the design before: no new model in the refit)
+    assert make_split("forward_thin", obs, cfg, REFS).info == split.info
+    cfg["forward"]["thin_share"] = 1.0
+    everything = make_split("forward_thin", obs, cfg, REFS)
+    assert len(everything.info["thinned_models"]) == 8 and set(everything.path[everything.heldout]) >= {"calibrate_in"}
+
+
+def test_a_thinned_models_evidence_does_not_depend_on_which_others_are_thinned(cfg):
+    obs = newer_panel()
+    cfg["forward"].update(newest_share=0.45, thin_share=0.5)
+    half = make_split("forward_thin", obs, cfg, REFS)
+    cfg["forward"]["thin_share"] = 1.0
+    everything = make_split("forward_thin", obs, cfg, REFS)
+    thinned = obs["model"].isin(half.info["thinned_models"]).to_numpy()
+    # the same evidence and held-out cells as in the all-thinned design: the two designs compare on identical cells
+    assert (half.evidence[thinned] == everything.evidence[thinned]).all()
+    assert (half.heldout[thinned] == everything.heldout[thinned]).all()

@@ -119,6 +119,19 @@ def test_every_fold_runs_as_a_partition_and_the_summary_scores_model_and_baselin
         dropped = conn.execute("SELECT n_dropped FROM validation_folds WHERE fold = 'active_panel'").fetchone()[0]
     assert dropped == pd.read_csv(fit_dir / "modeled_observations.csv")["family"].isin(inactive).sum() > 0
     assert scores["in_active_fit"].any() and scores["change"].notna().any()
+    # forward_thin: both paths in one fold, each reported apart with the share of its held-out cells predicted; every
+    # held-out cell of every cell study is scored or listed in validation_unscored with its reason
+    paths = metrics[metrics["study"].isin(["forward_thin:fit", "forward_thin:calibrate_in"])
+                    & (metrics["method"] == "atlas")].set_index("study")
+    assert len(paths) == 2 and (paths["n_cells"] > 0).all() and (paths["share_predicted"] > 0.9).all()
+    thin = metrics[(metrics["study"] == "forward_thin") & (metrics["method"] == "atlas")].iloc[0]
+    assert thin["heldout_cells"] == paths["heldout_cells"].sum()
+    with duckdb.connect(str(home / "atlas.duckdb"), read_only=True) as conn:
+        unscored = conn.execute("SELECT fold, count(*) n FROM validation_unscored GROUP BY 1").df() if conn.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'validation_unscored'").fetchone()[0] \
+            else pd.DataFrame(columns=["fold", "n"])
+    cell_folds = folds_table[folds_table["n_predicted"].notna()].merge(unscored, on="fold", how="left").fillna({"n": 0})
+    assert len(cell_folds) >= 5 and (cell_folds["n_heldout"] == cell_folds["n_scored"] + cell_folds["n"]).all()
     family = metrics[metrics["study"] == "family"]
     assert set(family["method"]) == {"atlas", "mean_standardized"}
     assert metrics.loc[metrics["study"] == "sensitivity", "max_rank_shift"].notna().all()

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import dagster as dg
 import duckdb as duckdb_module
-import numpy as np
 import pandas as pd
 import tenacity
 from dagster_duckdb import DuckDBResource
@@ -29,7 +28,7 @@ from atlas_assets.validation.config import load_validation_config
 from atlas_assets.validation.splits import ACTIVE_STUDIES, fold_keys, study_of
 
 FOLD_TABLES = ["validation_folds", "validation_predictions", "validation_family_ranks", "validation_sensitivity",
-               "active_panel_scores"]
+               "active_panel_scores", "validation_unscored"]
 
 validation_partitions = dg.StaticPartitionsDefinition(fold_keys(load_validation_config()))
 
@@ -103,7 +102,7 @@ def validation_fold(context: dg.AssetExecutionContext, duckdb: DuckDBResource,
                       fitter=pipes_fitter(context, pipes_subprocess_client), log=context.log.info)
     frames = {"validation_folds": pd.DataFrame([result.info]), "validation_predictions": result.predictions,
               "validation_family_ranks": result.family_ranks, "validation_sensitivity": result.sensitivity,
-              "active_panel_scores": result.active_scores}
+              "active_panel_scores": result.active_scores, "validation_unscored": result.unscored}
     for name, frame in frames.items():
         if not frame.empty:
             frame["fold"] = fold
@@ -115,7 +114,7 @@ def validation_fold(context: dg.AssetExecutionContext, duckdb: DuckDBResource,
         from atlas_assets.validation.summary import cell_study_metrics
 
         metadata["metrics"] = _md(cell_study_metrics(result.predictions, [float(x) for x in cfg["intervals"]]))
-    for name in ("family_ranks", "sensitivity", "active_scores"):
+    for name in ("family_ranks", "sensitivity", "active_scores", "unscored"):
         frame = getattr(result, name)
         if len(frame):
             metadata[name] = _md(frame)
@@ -153,7 +152,7 @@ def _read(conn, table: str, fit: str) -> pd.DataFrame:
     "(validation_family_skill). Fails when a fold of the current fit is missing.",
 )
 def validation_summary(context: dg.AssetExecutionContext, duckdb: DuckDBResource) -> dg.MaterializeResult:
-    from atlas_assets.validation.summary import CELL_STUDIES, held_out_skill, validation_metrics
+    from atlas_assets.validation.summary import CELL_STUDIES, cell_shares, held_out_skill, validation_metrics
 
     cfg = load_validation_config()
     # one version for all folds: the summary reads every partition
@@ -177,12 +176,10 @@ def validation_summary(context: dg.AssetExecutionContext, duckdb: DuckDBResource
                          "for it (materialize validation_fold for those partitions)")
     metrics = validation_metrics(tables["validation_predictions"], tables["validation_family_ranks"],
                                  tables["validation_sensitivity"], cfg)
-    # never drop a held-out cell silently: how many each study held out, and the share every method could score
-    folds_done = tables["validation_folds"]
-    held = folds_done.groupby("study")[["n_heldout", "n_scored"]].sum()
-    metrics["heldout_cells"] = metrics["study"].map(held["n_heldout"])
-    metrics["share_scored"] = metrics["study"].map(held["n_scored"] / held["n_heldout"].where(held["n_heldout"] > 0))
-    metrics.loc[~metrics["study"].isin(CELL_STUDIES), "share_scored"] = np.nan  # family folds score leaderboards
+    # never drop a held-out cell silently: how many each study (and each path of forward_thin) held out, the share
+    # the model predicted and the share every method could score; the others are listed in validation_unscored
+    metrics = cell_shares(metrics, tables["validation_folds"], tables["validation_predictions"],
+                          tables["validation_unscored"])
     skill, rho = held_out_skill(tables["validation_predictions"], reliability if len(reliability) else None)
     metrics["fit"], skill["fit"] = fit_dir.name, fit_dir.name
     with duckdb.get_connection() as conn:
@@ -195,8 +192,14 @@ def validation_summary(context: dg.AssetExecutionContext, duckdb: DuckDBResource
         "refit_sample_seconds": float(folds["sample_seconds"].sum()),
         "refit_leapfrog": int(folds["leapfrog"].sum()),
         "skill_reliability_spearman": rho,
-        "cell_studies": _md(cells[["study", "method", "n_cells", "share_scored", "rmse_points", "mae_points", "crps",
-                                   "spearman", "coverage_50", "coverage_90", "coverage_95"]], 40),
+        "cell_studies": _md(cells.reindex(columns=["study", "method", "n_cells", "share_predicted", "share_scored",
+                                                   "rmse_points", "mae_points", "crps", "spearman", "coverage_50",
+                                                   "coverage_90", "coverage_95", "z_sd"]), 40),
+        "paths": _md(metrics.loc[metrics["study"].str.contains(":") & (metrics["method"] == "atlas")].reindex(
+            columns=["study", "n_cells", "heldout_cells", "share_predicted", "share_scored", "rmse_points", "crps",
+                     "coverage_50", "coverage_90", "coverage_95", "z_mean", "z_sd"]), 20),
+        "unscored_cells": _md(tables["validation_unscored"].groupby(["study", "reason"]).size().rename("cells")
+                              .reset_index(), 40) if len(tables["validation_unscored"]) else "none",
         "family_study": _md(metrics[metrics["study"] == "family"].dropna(axis=1, how="all")),
         "sensitivity": _md(tables["validation_sensitivity"].sort_values("max_top20_rank_shift", ascending=False)),
         "refits": _md(folds[["fold", "n_train", "n_heldout", "n_scored", "max_rhat", "min_ess_bulk", "divergences",
