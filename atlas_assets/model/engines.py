@@ -165,23 +165,47 @@ def fit_model(
     dims: Mapping[str, Sequence[str]] | None = None,
     save_warmup: bool = False,
     parallel_chains: int | None = None,
+    adapt: Mapping[str, Any] | None = None,
+    metric: str = "diag_e",
 ) -> FitResult:
-    """Compile (cached) and sample `stan_file` with NUTS; see module doc."""
+    """Compile (cached) and sample `stan_file` with NUTS; see module doc.
+
+    `adapt` (optional) shapes warmup: `step_size` (the first step size, e.g. an earlier fit's, instead of 1),
+    `init_buffer`, `window`, `term_buffer` (Stan's windowed adaptation: iterations before the first metric
+    window, the first window's length, iterations of step-size-only adaptation at the end).
+
+    `metric`: "diag_e" (Stan's default: a diagonal metric adapted in warmup windows) or "unit_e" (the identity,
+    never adapted; warmup adapts the step size only), for coordinates an affine preconditioner already whitened.
+    PyStan (httpstan) offers diag_e only: there "unit_e" falls back to diag_e, and the log says so."""
     log = log or _noop
     source = Path(stan_file).read_text()
     chosen = select_engine(engine)
+    adapt = {k: v for k, v in (adapt or {}).items() if v is not None}
+    unknown = set(adapt) - {"step_size", "init_buffer", "window", "term_buffer"}
+    if unknown:
+        raise ValueError(f"unknown adaptation settings {sorted(unknown)}")
+    if metric not in ("diag_e", "unit_e"):
+        raise ValueError(f"unknown metric {metric!r} (diag_e | unit_e)")
     settings = dict(
         chains=chains, warmup=warmup, draws=draws, seed=seed, adapt_delta=adapt_delta,
-        max_treedepth=max_treedepth, save_warmup=save_warmup,
+        max_treedepth=max_treedepth, save_warmup=save_warmup, **({"adapt": adapt} if adapt else {}),
+        **({"metric": metric} if metric != "diag_e" else {}),
     )
     log(f"engine: {chosen}; {chains} chains x ({warmup} warmup + {draws} draws), seed {seed}")
     log(f"engine: {cmdstan_status()}" + ("" if chosen == "cmdstanpy" else "; PyStan runs the fit"))
     if chosen == "pystan":
+        if metric != "diag_e":
+            # the nearest httpstan offers: one long metric window (a diagonal estimated from most of warmup
+            # moves little from the identity on whitened coordinates) instead of Stan's first short ones
+            if warmup >= 100 and not {"init_buffer", "window", "term_buffer"} & set(adapt):
+                adapt = {**adapt, "init_buffer": 25, "window": warmup - 75, "term_buffer": 50}
+            log(f"PyStan: httpstan samples with diag_e only; {metric} requested, diag_e used with windows "
+                f"{ {k: adapt[k] for k in ('init_buffer', 'window', 'term_buffer') if k in adapt} }")
         res = _fit_pystan(source, data, chains, warmup, draws, seed, init, adapt_delta,
-                          max_treedepth, log, save_warmup)
+                          max_treedepth, log, save_warmup, adapt)
     else:
         res = _fit_cmdstanpy(Path(stan_file), source, data, chains, warmup, draws, seed, init,
-                             adapt_delta, max_treedepth, log, save_warmup, parallel_chains)
+                             adapt_delta, max_treedepth, log, save_warmup, parallel_chains, adapt, metric)
     posterior, stats, warm_stats, compile_s, sample_s, cached, messages = res
     # switched-off outputs (zero-length vectors) carry nothing
     posterior = {k: v for k, v in posterior.items() if v.size > 0}
@@ -200,6 +224,48 @@ def fit_model(
         settings=settings,
         messages=messages,
     )
+
+
+def log_density_gradients(stan_file: str | Path, data: Mapping[str, Any], unconstrained: np.ndarray,
+                          engine: str | None = "auto", log: LogFn | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(log density (n,), gradient (n, dim)) at each row of `unconstrained` (n, dim), Jacobian included, up to a
+    constant, through the engine that samples: CmdStan's `log_prob` method in one call for all rows, or PyStan's
+    `log_prob` / `grad_log_prob` per row."""
+    log = log or _noop
+    source = Path(stan_file).read_text()
+    unconstrained = np.atleast_2d(np.asarray(unconstrained, dtype=float))
+    if select_engine(engine) == "pystan":
+        import stan
+
+        _patient_stanc()
+        _patient_pystan_client()
+        model = stan.build(source, data=_jsonable(dict(data)))
+        return (np.array([model.log_prob(row.tolist()) for row in unconstrained]),
+                np.array([model.grad_log_prob(row.tolist()) for row in unconstrained]))
+    import json
+    import subprocess
+    import tempfile
+
+    import cmdstanpy.utils
+
+    model, _, _ = cmdstan_executable(Path(stan_file), source, log)
+    with tempfile.TemporaryDirectory(prefix="atlas_logprob_") as tmp:
+        data_file, params_file, out_file = (Path(tmp) / n for n in ("data.json", "params.json", "out.csv"))
+        cmdstanpy.utils.write_stan_json(str(data_file), _jsonable(dict(data)))
+        # CmdStan reads an array of arrays in column-major order and then takes the points as consecutive runs of
+        # `dim` values: lay the rows out so that that reading returns them (measured on a two-parameter program,
+        # tests/model/test_engines.py; passing the rows as they are scrambles every point but the first value)
+        n, dim = unconstrained.shape
+        laid_out = unconstrained.reshape(-1).reshape(dim, n).T
+        params_file.write_text(json.dumps({"params_r": laid_out.tolist()}))
+        run = subprocess.run([str(model.exe_file), "log_prob", f"unconstrained_params={params_file}", "jacobian=1",
+                              "data", f"file={data_file}", "output", f"file={out_file}", "sig_figs=18"],
+                             capture_output=True, text=True)
+        if run.returncode != 0:
+            raise RuntimeError(f"CmdStan log_prob failed ({run.returncode}): {run.stderr.strip()[-500:]}")
+        rows = [line for line in out_file.read_text().splitlines() if line and not line.startswith("#")]
+    values = np.array([[float(v) for v in line.split(",")] for line in rows[1:]])
+    return values[:, 0], values[:, 1:]  # lp__, then one column per unconstrained coordinate
 
 
 def to_inference_data(posterior: dict, stats: dict, warm_stats: dict | None = None, *, coords=None, dims=None):
@@ -341,7 +407,8 @@ def _discard_interrupted_pystan_build(source: str, log: LogFn) -> None:
         shutil.rmtree(folder)
 
 
-def _fit_pystan(source, data, chains, warmup, draws, seed, init, adapt_delta, max_treedepth, log, save_warmup):
+def _fit_pystan(source, data, chains, warmup, draws, seed, init, adapt_delta, max_treedepth, log, save_warmup,
+                adapt=None):
     import stan
     import stan.common
     import stan.fit
@@ -370,6 +437,9 @@ def _fit_pystan(source, data, chains, warmup, draws, seed, init, adapt_delta, ma
         "max_depth": int(max_treedepth),
         "init_radius": radius,
         "refresh": max(1, (warmup + draws) // 20),
+        # the service's own names for Stan's windowed adaptation and first step size
+        **{k: int(adapt[k]) for k in ("init_buffer", "window", "term_buffer") if k in (adapt or {})},
+        **({"stepsize": float(adapt["step_size"])} if "step_size" in (adapt or {}) else {}),
     }
     payloads = [dict(base, chain=c + 1, init=inits[c]) for c in range(chains)]
     it_re = re.compile(r"Iteration:\s+(\d+)\s+/\s+(\d+)")
@@ -521,9 +591,10 @@ def cmdstan_executable(stan_path: Path, source: str, log: LogFn = _noop):
 
 
 def _fit_cmdstanpy(stan_path, source, data, chains, warmup, draws, seed, init, adapt_delta,
-                   max_treedepth, log, save_warmup, parallel_chains):
+                   max_treedepth, log, save_warmup, parallel_chains, adapt=None, metric="diag_e"):
     import tempfile
 
+    adapt = adapt or {}
     model, compile_s, cached = cmdstan_executable(stan_path, source, log)
     log(f"CmdStanPy: {'cached executable' if cached else 'compile took'} {compile_s:.1f}s")
 
@@ -547,6 +618,12 @@ def _fit_cmdstanpy(stan_path, source, data, chains, warmup, draws, seed, init, a
             show_console=True,
             refresh=max(1, (warmup + draws) // 20),
             sig_figs=SIG_FIGS,
+            metric=metric,
+            step_size=adapt.get("step_size"),
+            # with a fixed (unit) metric there are no metric windows to shape
+            adapt_init_phase=adapt.get("init_buffer") if metric == "diag_e" else None,
+            adapt_metric_window=adapt.get("window") if metric == "diag_e" else None,
+            adapt_step_size=adapt.get("term_buffer") if metric == "diag_e" else None,
         )
     sample_s = time.perf_counter() - t1
     n_warm = warmup if save_warmup else 0

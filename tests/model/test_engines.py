@@ -20,6 +20,7 @@ from atlas_assets.model.engines import (
     cmdstan_available,
     cmdstan_location,
     fit_model,
+    log_density_gradients,
     pystan_is_cached,
     select_engine,
     shutdown_pystan_workers,
@@ -135,6 +136,40 @@ def test_cmdstanpy_fit(tiny):
     again = fit_model(path, data, chains=1, warmup=50, draws=50, seed=3, engine="cmdstanpy")
     assert again.compiled_from_cache
     assert again.compile_seconds < 10, again.compile_seconds
+
+
+@pytest.mark.cmdstan
+def test_log_density_gradients_are_the_programs_own(tiny):
+    # the gradient the stiffness correction reads (precondition.stiffness_correction), against the tiny program's
+    # gradient written out by hand on its unconstrained coordinates (mu, u = log sigma), Jacobian included
+    require_cmdstan()
+    path, data = tiny
+    y, n = np.asarray(data["y"]), len(data["y"])
+    points = np.array([[0.3, 0.1], [1.5, 0.9], [-1.0, -0.4]])
+    lp, grad = log_density_gradients(path, data, points, engine="cmdstanpy")
+    mu, sigma = points[:, 0], np.exp(points[:, 1])
+    ss = ((y[None, :] - mu[:, None]) ** 2).sum(1)
+    d_mu = -mu / 25 + (y.sum() - n * mu) / sigma ** 2
+    d_u = -sigma ** 2 / 4 - n + ss / sigma ** 2 + 1
+    assert grad.shape == (3, 2)
+    assert np.allclose(grad[:, 0], d_mu, rtol=1e-8) and np.allclose(grad[:, 1], d_u, rtol=1e-8)
+    # and lp differs from the same expression by one constant (the dropped normalisers)
+    lp_hand = -mu ** 2 / 50 - sigma ** 2 / 8 - n * np.log(sigma) - ss / (2 * sigma ** 2) + points[:, 1]
+    assert np.ptp(lp - lp_hand) < 1e-8
+
+
+@pytest.mark.cmdstan
+def test_a_unit_metric_fit_adapts_the_step_size_only(tiny):
+    require_cmdstan()
+    path, data = tiny
+    res = fit_model(path, data, chains=2, warmup=150, draws=150, seed=3, engine="cmdstanpy", metric="unit_e",
+                    adapt={"step_size": 0.3})
+    assert res.settings["metric"] == "unit_e" and res.settings["adapt"] == {"step_size": 0.3}
+    assert abs(float(res.idata.posterior["mu"].mean()) - data["y"].mean()) < 1.0
+    # the identity metric stays: sigma's unconstrained scale (~0.2) is far from 1, so the adapted step is small,
+    # where a diagonal metric would have rescaled it away
+    with pytest.raises(ValueError, match="unknown metric"):
+        fit_model(path, data, chains=1, warmup=10, draws=10, engine="cmdstanpy", metric="dense_e")
 
 
 @pytest.mark.cmdstan
