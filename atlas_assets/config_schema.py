@@ -113,6 +113,23 @@ CLEANING_GROUPS: dict[str, type[Strict]] = {
 # --------------------------------------------------------------------------- model.yaml
 
 
+class MainAdapt(Strict):
+    # unit_e: the whitened coordinates keep the identity metric, warmup adapts the step size only (CmdStan;
+    # PyStan has diag_e only); diag_e: Stan's windows, shaped by the three numbers
+    metric: Literal["diag_e", "unit_e"] = "diag_e"
+    init_buffer: int | None = Field(default=None, ge=0)
+    window: int | None = Field(default=None, ge=1)
+    term_buffer: int | None = Field(default=None, ge=0)
+    step_size_from_earlier_fit: bool = False
+
+
+class Stiffness(Strict):
+    draws: int = Field(ge=0)
+    max_rank: int = Field(default=50, ge=1)
+    max_shrink: Number = Field(default=2.0, ge=1)
+    clip_quantile: Number = Field(default=0.95, gt=0, le=1)
+
+
 class PilotPreconditioner(Strict):
     """A short pilot fit whose posterior preconditions the main fit (atlas_assets/model/precondition.py)."""
 
@@ -120,10 +137,25 @@ class PilotPreconditioner(Strict):
     pilot_chains: int = Field(ge=1)
     pilot_warmup: int = Field(ge=0)
     pilot_draws: int = Field(ge=2)
+    pilot_adapt_delta: Number | None = Field(default=None, gt=0, lt=1)   # default: the sampler's
+    pilot_max_treedepth: int | None = Field(default=None, ge=1)         # default: the sampler's
     main_warmup: int = Field(ge=0)
+    # with coordinates the earlier posterior cannot inform, the main fit adapts a diagonal metric over this warmup
+    main_warmup_unmatched: int = Field(default=300, ge=0)
+    # a warm start with more coordinates new since the earlier fit than this takes the pilot route instead
+    warm_max_new: int = Field(default=0, ge=0)
     shrinkage: Number = Field(ge=0, le=1)
+    # at most this many earlier draws estimate the map's covariance (evenly spaced over the chains)
+    max_draws: int = Field(default=1000, ge=2)
     # previous_fit: a refit after a data change starts from the last good fit instead of a pilot
     warm_start: Literal["none", "previous_fit"] = "none"
+    # the main fit's warmup, already whitened: Stan's adaptation windows, and (warm starts) the earlier fit's
+    # step size as the first one
+    main_adapt: MainAdapt | None = None
+    # gradients at this many earlier draws shrink the map along directions stiffer than the draws' covariance
+    # (precondition.stiffness_correction); absent or 0: off
+    stiffness: Stiffness | None = None
+
 
 
 class Sampler(Strict):
@@ -165,6 +197,8 @@ class Parametrization(Strict):
     logkappa: Centering
     radial_sd: Number = Field(ge=0)
     preconditioning: Preconditioning
+    # the positive scales' coordinate under the affine preconditioner: log | softplus (docs/model.md)
+    scale_link: Literal["log", "softplus"] = "log"
 
 
 class Likelihood(Strict):

@@ -16,6 +16,9 @@
 // (1000 + 1000): step size ~0.13, tree depth 5, 0 divergences, min bulk ESS
 // ~970 over theta/phi/beta/b, ~150 s sampling on 2 cores with PyStan
 // (all non-centred: step 0.02-0.03, tree depth 7-8, 3x the gradients).
+// Production samples through the affine preconditioner below (P_pc > 0):
+// every unconstrained block and every positive scale (softplus link) whitened
+// by an earlier posterior, then shrunk along its stiff directions.
 
 functions {
   // Isometric map from R^(n-1) onto the sum-to-zero subspace of R^n using the
@@ -149,13 +152,22 @@ data {
   // The unconstrained blocks listed in transformed parameters, stacked in that
   // order (P_pc = their total length), are x = pc_loc + pc_chol * pc_z with
   // pc_z the sampled coordinates: pc_loc and pc_chol are an earlier fit's
-  // posterior mean and a Cholesky factor of its (shrunk) covariance, carried
-  // to this data by name (atlas_assets/model/precondition.py). A constant
-  // Jacobian, so the posterior is unchanged; the sampler sees a near-isotropic
-  // posterior in which the slow top-tail direction is one unit coordinate.
+  // posterior mean and a square root of its (shrunk) covariance, carried to
+  // this data by name and shrunk along directions where the log density is
+  // stiffer than that covariance (atlas_assets/model/precondition.py). A
+  // constant Jacobian, so the posterior is unchanged; the sampler sees a
+  // near-isotropic posterior in which the slow top-tail direction is one unit
+  // coordinate.
   int<lower=0> P_pc;
   vector[P_pc] pc_loc;
   matrix[P_pc, P_pc] pc_chol;
+  // how the preconditioned block reaches the positive scales: 0 = exp (log
+  // scale), 1 = softplus. A scale whose upper tail the likelihood bounds
+  // (hurdle_b: P(zero) at very negative eta; curv_sd) meets that bound
+  // exponentially on the log scale, and the wall's curvature caps the step
+  // size; softplus is log-like near 0 and linear above, so the wall stays
+  // polynomial. Either is a change of variables: the posterior is the same.
+  int<lower=0, upper=1> scale_softplus;
 
   // ---- output switches ------------------------------------------------------
   int<lower=0, upper=1> emit_obs;   // per-observation mu, log_lik, u_rep
@@ -173,7 +185,10 @@ transformed data {
   array[S] int dev1;
   array[M - M_ref] int free_pin1;
   int use_pc = P_pc > 0;
-  if (use_pc && P_pc != (M_ref - 1) + (M - M_ref) + 2 * J + J_b + L + K_off + 4 + 2 * A + D)
+  // SCALE_ORDER: b_sd, lambda_sd, logkappa_sd, hurdle_b, shared_sd, amp_sd,
+  // curv_sd, offdev_sd[1:K_off], rating_sd[1:J_r] (shared with precondition.py)
+  int n_scale = 7 + K_off + J_r;
+  if (use_pc && P_pc != (M_ref - 1) + (M - M_ref) + 2 * J + J_b + L + K_off + 4 + n_scale + 2 * A + D)
     reject("P_pc must equal the stacked length of the preconditioned blocks");
   for (m in 1:(M - M_ref)) free_pin1[m] = free_pin_setting[m] + 1;
   for (s in 1:S) {
@@ -198,28 +213,26 @@ parameters {
   // family difficulty, log-discrimination, log-dispersion: hierarchical
   // Normal, centred or non-centred per the nc_* switches
   vector[use_pc ? 0 : 1] b_mu_p;
-  real<lower=0> b_sd;
   vector<multiplier=scale_b>[use_pc ? 0 : J] b_raw_p;
   vector[use_pc ? 0 : 1] lambda_mu_p;
-  real<lower=0> lambda_sd;
   vector<multiplier=scale_lambda>[use_pc ? 0 : J] lambda_raw_p;
   vector[use_pc ? 0 : 1] logkappa_mu_p;
-  real<lower=0> logkappa_sd;
   vector<multiplier=scale_logkappa>[use_pc ? 0 : J_b] logkappa_raw_p;
-  vector<lower=0>[J_r] rating_sd;
   // zero hurdle: logit P(zero) = hurdle_a - hurdle_b * beta_j (phi - b_j)
   vector[use_pc ? 0 : 1] hurdle_a_p;
-  real<lower=0> hurdle_b;
   // reasoning: shared effects per setting (default = 0), per-model ladder
   // amplitude / curvature, per-state off-ladder deviation
-  real<lower=0> shared_sd;
   vector<multiplier=scale_shared>[use_pc ? 0 : L + K_off] shared_effect_p;
-  real<lower=0> amp_sd;
-  real<lower=0> curv_sd;
   vector[use_pc ? 0 : A] amp_z_p;
   vector[use_pc ? 0 : A] curv_z_p;
-  vector<lower=0>[K_off] offdev_sd;
   vector[use_pc ? 0 : D] dev_z_p;
+  // every positive scale, in SCALE_ORDER (transformed data): the population
+  // sds of b, lambda and log kappa, the hurdle slope, the reasoning sds, the
+  // off-ladder deviation sd per setting and the residual sd per rating family.
+  // With the preconditioner on they are sampled on the log scale inside pc_z:
+  // their logs move linearly with the block (amp_sd's log was 83% explained
+  // by it), which a diagonal metric outside the block cannot follow.
+  vector<lower=0>[use_pc ? 0 : n_scale] scale_p;
 }
 
 transformed parameters {
@@ -237,36 +250,56 @@ transformed parameters {
   vector[A] amp_z;
   vector[A] curv_z;
   vector[D] dev_z;
-  if (use_pc) {
-    // stacking order: shared with precondition.BLOCKS in Python
-    vector[P_pc] x = pc_loc + pc_chol * pc_z;
-    int at = 1;
-    theta_ref_raw = x[at:(at + M_ref - 2)]; at += M_ref - 1;
-    pin_free = x[at:(at + M - M_ref - 1)]; at += M - M_ref;
-    b_raw = x[at:(at + J - 1)]; at += J;
-    lambda_raw = x[at:(at + J - 1)]; at += J;
-    logkappa_raw = x[at:(at + J_b - 1)]; at += J_b;
-    shared_effect = x[at:(at + L + K_off - 1)]; at += L + K_off;
-    b_mu = x[at]; lambda_mu = x[at + 1]; logkappa_mu = x[at + 2]; hurdle_a = x[at + 3]; at += 4;
-    // trailing blocks may be empty (a panel without per-model ladder terms or off-ladder
-    // deviations): a slice starting past the end is out of range even when empty
-    if (A > 0) { amp_z = x[at:(at + A - 1)]; curv_z = x[(at + A):(at + 2 * A - 1)]; }
-    at += 2 * A;
-    if (D > 0) dev_z = x[at:(at + D - 1)];
-  } else {
-    theta_ref_raw = theta_ref_raw_p;
-    pin_free = pin_free_p;
-    b_mu = b_mu_p[1];
-    b_raw = b_raw_p;
-    lambda_mu = lambda_mu_p[1];
-    lambda_raw = lambda_raw_p;
-    logkappa_mu = logkappa_mu_p[1];
-    logkappa_raw = logkappa_raw_p;
-    hurdle_a = hurdle_a_p[1];
-    shared_effect = shared_effect_p;
-    amp_z = amp_z_p;
-    curv_z = curv_z_p;
-    dev_z = dev_z_p;
+  real<lower=0> b_sd;
+  real<lower=0> lambda_sd;
+  real<lower=0> logkappa_sd;
+  real<lower=0> hurdle_b;
+  real<lower=0> shared_sd;
+  real<lower=0> amp_sd;
+  real<lower=0> curv_sd;
+  vector<lower=0>[K_off] offdev_sd;
+  vector<lower=0>[J_r] rating_sd;
+  {
+    vector[n_scale] scales;
+    if (use_pc) {
+      // stacking order: shared with precondition.BLOCKS in Python
+      vector[P_pc] x = pc_loc + pc_chol * pc_z;
+      int at = 1;
+      theta_ref_raw = x[at:(at + M_ref - 2)]; at += M_ref - 1;
+      pin_free = x[at:(at + M - M_ref - 1)]; at += M - M_ref;
+      b_raw = x[at:(at + J - 1)]; at += J;
+      lambda_raw = x[at:(at + J - 1)]; at += J;
+      logkappa_raw = x[at:(at + J_b - 1)]; at += J_b;
+      shared_effect = x[at:(at + L + K_off - 1)]; at += L + K_off;
+      b_mu = x[at]; lambda_mu = x[at + 1]; logkappa_mu = x[at + 2]; hurdle_a = x[at + 3]; at += 4;
+      scales = scale_softplus ? log1p_exp(x[at:(at + n_scale - 1)]) : exp(x[at:(at + n_scale - 1)]);
+      at += n_scale;
+      // trailing blocks may be empty (a panel without per-model ladder terms or off-ladder
+      // deviations): a slice starting past the end is out of range even when empty
+      if (A > 0) { amp_z = x[at:(at + A - 1)]; curv_z = x[(at + A):(at + 2 * A - 1)]; }
+      at += 2 * A;
+      if (D > 0) dev_z = x[at:(at + D - 1)];
+    } else {
+      theta_ref_raw = theta_ref_raw_p;
+      pin_free = pin_free_p;
+      b_mu = b_mu_p[1];
+      b_raw = b_raw_p;
+      lambda_mu = lambda_mu_p[1];
+      lambda_raw = lambda_raw_p;
+      logkappa_mu = logkappa_mu_p[1];
+      logkappa_raw = logkappa_raw_p;
+      hurdle_a = hurdle_a_p[1];
+      shared_effect = shared_effect_p;
+      amp_z = amp_z_p;
+      curv_z = curv_z_p;
+      dev_z = dev_z_p;
+      scales = scale_p;
+    }
+    b_sd = scales[1]; lambda_sd = scales[2]; logkappa_sd = scales[3]; hurdle_b = scales[4];
+    shared_sd = scales[5]; amp_sd = scales[6]; curv_sd = scales[7];
+    // (a slice starting past the end is out of range even when empty)
+    if (K_off > 0) offdev_sd = scales[8:(7 + K_off)];
+    if (J_r > 0) rating_sd = scales[(8 + K_off):n_scale];
   }
   vector[M] theta;        // model base capability (default-state equivalent)
   vector[S] phi;          // capability of each reasoning state
@@ -295,6 +328,18 @@ transformed parameters {
 }
 
 model {
+  // the scales inside pc_z: Jacobian of exp (what <lower=0> adds itself), or
+  // of softplus: d softplus(u) / du = inv_logit(u) = 1 - exp(-softplus(u))
+  if (use_pc) {
+    vector[n_scale] all_scales = append_row(
+      [b_sd, lambda_sd, logkappa_sd, hurdle_b, shared_sd, amp_sd, curv_sd]',
+      append_row(offdev_sd, rating_sd));
+    if (scale_softplus)
+      target += sum(log1m_exp(-all_scales));
+    else
+      target += sum(log(all_scales));
+  }
+
   // ---- priors: capability ------------------------------------------------
   // Any density of the raw vector that depends on it only through its norm
   // makes the standardised direction uniform on its sphere; the radius is a

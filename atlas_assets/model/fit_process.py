@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 from atlas_assets.model.diagnostics import fit_diagnostics, format_summary
-from atlas_assets.model.engines import fit_model, shutdown_pystan_workers
+from atlas_assets.model.engines import fit_model, select_engine, shutdown_pystan_workers
 from atlas_assets.model.scores import (
     add_observation_draws,
     family_parameters,
@@ -130,14 +130,25 @@ def sample_posterior(si, cfg: Mapping[str, Any], *, log: Callable[[str], None] =
     chains, draws, seed = int(smp["chains"]), int(smp["draws"]), int(smp["seed"])
     source = None
     pilot = None
+    fallback = None
     if warm_from is not None:
         earlier = load_fit(warm_from)
         source = (earlier.idata.posterior, earlier.stan_input, f"earlier fit {Path(warm_from).name}")
-    elif pcfg.get("mode") == "pilot":
+        _, matched = precondition.transported_draws(earlier.idata.posterior, earlier.stan_input, si, max_draws=2)
+        fallback = declined_warm_start(pcfg, matched, Path(warm_from).name)
+        if fallback:
+            log(f"warm start declined: {fallback}")
+            source, warm_from, earlier = None, None, None
+    if source is None and pcfg.get("mode") == "pilot":
         log(f"pilot fit: {pcfg['pilot_chains']} chains x ({pcfg['pilot_warmup']} + {pcfg['pilot_draws']})")
+        # the pilot's draws only shape the main fit's coordinates (the main fit is gated, the pilot is not): a
+        # looser acceptance target and a lower tree-depth cap keep its early warmup, where the step size is still
+        # far too small, from running 1,023-step trajectories
+        pilot_common = {**common, "adapt_delta": float(pcfg.get("pilot_adapt_delta", common["adapt_delta"])),
+                        "max_treedepth": int(pcfg.get("pilot_max_treedepth", common["max_treedepth"]))}
         pilot = fit_model(stan_file(cfg), si.data, chains=int(pcfg["pilot_chains"]), warmup=int(pcfg["pilot_warmup"]),
                           draws=int(pcfg["pilot_draws"]), seed=seed + 7919, init=float(smp.get("init_radius", 0.5)),
-                          **common)
+                          **pilot_common)
         source = (pilot.idata.posterior, si, "pilot fit")
     if source is None:
         res = fit_model(stan_file(cfg), si.data, chains=chains, warmup=int(smp["warmup"]), draws=draws, seed=seed,
@@ -145,14 +156,42 @@ def sample_posterior(si, cfg: Mapping[str, Any], *, log: Callable[[str], None] =
         return res, {"mode": "none"}
     posterior, earlier_si, label = source
     pc = precondition.build_preconditioner(posterior, earlier_si, si, dict(cfg),
-                                           shrinkage=float(pcfg.get("shrinkage", 0.1)))
+                                           shrinkage=float(pcfg.get("shrinkage", 0.1)),
+                                           max_draws=int(pcfg.get("max_draws", 1000)))
     info = {"mode": "warm" if warm_from is not None else "pilot", "from": label, **precondition.summary(pc)}
+    if fallback:
+        info["warm_declined"] = fallback
+    stiff = pcfg.get("stiffness") or {}
+    if stiff.get("draws") and select_engine(common["engine"]) != "cmdstanpy":
+        # PyStan computes a gradient per HTTP call (minutes for 1,000 draws) and samples with diag_e, whose
+        # windows would partly undo the correction: the fallback engine goes without it
+        info["stiffness"] = {"skipped": "PyStan engine"}
+    elif stiff.get("draws"):
+        # gradients at the earlier draws, on this data, shrink the map where the posterior is stiffer than its
+        # covariance says (precondition.stiffness_correction)
+        from atlas_assets.model.engines import log_density_gradients
+
+        rows = np.linspace(0, len(pc.draws) - 1, min(int(stiff["draws"]), len(pc.draws))).round().astype(int)
+        _, grads = log_density_gradients(stan_file(cfg), {**si.data, **pc.data()}, pc.z(pc.draws[rows]),
+                                      engine=common["engine"], log=log)
+        pc, stiff_info = precondition.stiffness_correction(
+            pc, grads, max_rank=int(stiff.get("max_rank", 50)), max_shrink=float(stiff.get("max_shrink", 2.0)),
+            clip_quantile=float(stiff.get("clip_quantile", 0.95)))
+        info["stiffness"] = stiff_info
+        log(f"stiffness correction: {stiff_info}")
     log(f"preconditioner from the {label}: {info['matched']} of {info['P']} coordinates carried over, largest "
         f"correlation eigenvalue {info['largest_correlation_eigenvalue']:.1f}")
     data = {**si.data, **pc.data()}
     warmup = int(pcfg.get("main_warmup", smp["warmup"])) if pcfg.get("mode") == "pilot" or warm_from else int(smp["warmup"])
+    adapt = main_adaptation(pcfg, earlier.idata if warm_from is not None else None)
+    if adapt:
+        info["main_adapt"] = adapt
+    metric, warmup, note = main_metric(pcfg, pc.matched, warmup)
+    if note:
+        info["unmatched"] = note
+        log(f"main fit: {note}")
     res = fit_model(stan_file(cfg), data, chains=chains, warmup=warmup, draws=draws, seed=seed,
-                    init=pc.inits(chains), **common)
+                    init=pc.inits(chains), adapt=adapt, metric=metric, **common)
     if pilot is not None:
         res.n_gradient_evals = int(res.n_gradient_evals or 0) + int(pilot.n_gradient_evals or 0)
         res.sample_seconds += pilot.sample_seconds
@@ -160,6 +199,41 @@ def sample_posterior(si, cfg: Mapping[str, Any], *, log: Callable[[str], None] =
         info.update(pilot_gradient_evals=pilot.n_gradient_evals, pilot_seconds=round(pilot.sample_seconds, 1))
     res.settings = {**res.settings, "main_warmup": warmup, "precondition": info}
     return res, info
+
+
+def main_adaptation(pcfg: Mapping[str, Any], earlier_idata=None) -> dict:
+    """The whitened main fit's warmup (`precondition.main_adapt`): Stan's adaptation windows, and for a warm start
+    the earlier fit's final step size (the median over its chains: it sampled the same whitened coordinates) as the
+    first one instead of 1. {} when not configured."""
+    cfg = pcfg.get("main_adapt") or {}
+    adapt = {k: int(cfg[k]) for k in ("init_buffer", "window", "term_buffer") if cfg.get(k) is not None}
+    if cfg.get("step_size_from_earlier_fit") and earlier_idata is not None and "sample_stats" in earlier_idata:
+        adapt["step_size"] = round(float(np.median(earlier_idata.sample_stats["step_size"].values[:, -1])), 6)
+    return adapt
+
+
+def declined_warm_start(pcfg: Mapping[str, Any], matched: np.ndarray, earlier: str) -> str | None:
+    """Why a warm start from `earlier` gives way to the pilot route, or None. Coordinates the earlier posterior
+    cannot inform (a model, state or family new since) enter the map at a prior-like place and scale; measured,
+    such a warm start cost more than the pilot route (395k against ~270k leapfrog steps, the 04-14 fit onto the
+    04-17 panel, 15 of 574 coordinates new), so more than `warm_max_new` of them (default 0) decline it."""
+    new = int(np.sum(~np.asarray(matched)))
+    if pcfg.get("mode") != "pilot" or new <= int(pcfg.get("warm_max_new", 0)):
+        return None
+    return f"pilot: {new} coordinates new since {earlier} (warm_max_new {pcfg.get('warm_max_new', 0)})"
+
+
+def main_metric(pcfg: Mapping[str, Any], matched: np.ndarray, warmup: int) -> tuple[str, int, str | None]:
+    """(metric, warmup, note) of the whitened main fit. The configured metric (`main_adapt.metric`), unless some
+    coordinates are new since the earlier posterior: those sit in the map at a prior-like place and scale, which a
+    fixed metric cannot rescale (measured: step size 0.017, tree depth 8, warm from the 04-14 fit onto the 04-17
+    panel), so Stan's windowed diagonal adaptation does, over `main_warmup_unmatched` iterations."""
+    metric = str((pcfg.get("main_adapt") or {}).get("metric", "diag_e"))
+    if metric == "diag_e" or np.all(matched):
+        return metric, warmup, None
+    warmup = max(warmup, int(pcfg.get("main_warmup_unmatched", 300)))
+    return "diag_e", warmup, f"{int(np.sum(~np.asarray(matched)))} coordinates new since the earlier posterior: " \
+                             f"diag_e, warmup {warmup}"
 
 
 def run_fit(

@@ -26,10 +26,11 @@ from atlas_assets.model.stan_data import StanInput, state_labels
 # (name in the Stan program, length in terms of the data sizes): the stacking order of the program
 BLOCKS = (
     "theta_ref_raw", "pin_free", "b_raw", "lambda_raw", "logkappa_raw", "shared_effect",
-    "b_mu", "lambda_mu", "logkappa_mu", "hurdle_a", "amp_z", "curv_z", "dev_z",
+    "b_mu", "lambda_mu", "logkappa_mu", "hurdle_a", "log_scale", "amp_z", "curv_z", "dev_z",
 )
-# positive parameters: not in the affine block, but carried over as inits
-POSITIVE = ("b_sd", "lambda_sd", "logkappa_sd", "hurdle_b", "shared_sd", "amp_sd", "curv_sd")
+# the block "log_scale": the logs of every positive scale, in the program's SCALE_ORDER (these seven, then
+# offdev_sd per off-ladder setting, then rating_sd per rating family)
+SCALARS = ("b_sd", "lambda_sd", "logkappa_sd", "hurdle_b", "shared_sd", "amp_sd", "curv_sd")
 
 
 def block_sizes(data: dict) -> dict[str, int]:
@@ -38,6 +39,7 @@ def block_sizes(data: dict) -> dict[str, int]:
         "theta_ref_raw": M_ref - 1, "pin_free": M - M_ref, "b_raw": J, "lambda_raw": J,
         "logkappa_raw": data["J_b"], "shared_effect": data["L"] + data["K_off"],
         "b_mu": 1, "lambda_mu": 1, "logkappa_mu": 1, "hurdle_a": 1,
+        "log_scale": len(SCALARS) + data["K_off"] + data["J_r"],
         "amp_z": data["A"], "curv_z": data["A"], "dev_z": data["D"],
     }
 
@@ -45,22 +47,21 @@ def block_sizes(data: dict) -> dict[str, int]:
 @dataclass
 class Preconditioner:
     loc: np.ndarray             # (P,)
-    chol: np.ndarray            # (P, P) lower triangular
+    chol: np.ndarray            # (P, P) the map: lower triangular, or not once stiffness_correction shaped it
     matched: np.ndarray         # (P,) bool: coordinate carried over from the earlier posterior
     draws: np.ndarray           # (n, P) the transported draws (unmatched coordinates at loc)
-    positive_inits: list[dict]  # per transported draw: positive parameters by Stan name
 
     def data(self) -> dict:
         return {"P_pc": int(len(self.loc)), "pc_loc": self.loc.tolist(), "pc_chol": self.chol.tolist()}
 
+    def z(self, rows: np.ndarray) -> np.ndarray:
+        """The sampled coordinates pc_z of points x (rows): x = loc + chol @ z."""
+        return np.linalg.solve(self.chol, (np.atleast_2d(rows) - self.loc).T).T
+
     def inits(self, chains: int, rng: np.random.Generator | None = None) -> list[dict]:
-        """Per chain: an earlier draw (evenly spaced over the draws) as pc_z plus its positive parameters."""
+        """Per chain: an earlier draw (evenly spaced over the draws) as pc_z."""
         picks = np.linspace(0, len(self.draws) - 1, chains).round().astype(int)
-        out = []
-        for pick in picks:
-            z = np.linalg.solve(self.chol, self.draws[pick] - self.loc)
-            out.append({"pc_z": z.tolist(), **self.positive_inits[pick]})
-        return out
+        return [{"pc_z": row.tolist()} for row in self.z(self.draws[picks])]
 
 
 def _flat(posterior, name: str) -> np.ndarray | None:
@@ -79,17 +80,17 @@ def helmert_coordinates(x: np.ndarray) -> np.ndarray:
 
 
 def transported_draws(previous_posterior, previous: StanInput, current: StanInput,
-                      max_draws: int = 1000) -> tuple[np.ndarray, np.ndarray, list[dict]]:
+                      max_draws: int = 1000) -> tuple[np.ndarray, np.ndarray]:
     """Draws of the current program's stacked blocks computed from an earlier posterior by name.
 
-    Returns (draws (n, P) with NaN where nothing matches, matched (P,), positive inits per draw)."""
+    Returns (draws (n, P) with NaN where nothing matches, matched (P,))."""
     phi_prev = _flat(previous_posterior, "phi")
     n_all = phi_prev.shape[0]
     take = np.linspace(0, n_all - 1, min(max_draws, n_all)).round().astype(int)
     phi_prev = phi_prev[take]
     get = {name: (_flat(previous_posterior, name)[take] if name in previous_posterior else None)
            for name in ("theta", "b", "beta", "kappa", "shared_effect", "b_mu", "lambda_mu", "logkappa_mu",
-                        "hurdle_a", "amp_z", "curv_z", "dev_z", *POSITIVE, "rating_sd", "offdev_sd")}
+                        "hurdle_a", "amp_z", "curv_z", "dev_z", *SCALARS, "rating_sd", "offdev_sd")}
     n = len(take)
     data = current.data
     sizes = block_sizes(data)
@@ -153,6 +154,7 @@ def transported_draws(previous_posterior, previous: StanInput, current: StanInpu
     for name in ("b_mu", "lambda_mu", "logkappa_mu", "hurdle_a"):
         if get[name] is not None:
             blocks[name][:, 0] = get[name]
+    blocks["log_scale"] = _log_scales(get, previous, current, n)
 
     # per-model ladder terms and per-state off-ladder deviations
     prev_amp = {m: i for i, m in enumerate(_amp_models(previous))}
@@ -167,8 +169,7 @@ def transported_draws(previous_posterior, previous: StanInput, current: StanInpu
 
     draws = np.concatenate([blocks[name] for name in BLOCKS], axis=1)
     matched = ~np.isnan(draws).any(axis=0)
-    positive = _positive_inits(get, previous, current, n)
-    return draws, matched, positive
+    return draws, matched
 
 
 def _amp_models(si: StanInput) -> list[str]:
@@ -181,22 +182,38 @@ def _dev_labels(si: StanInput) -> list[str]:
     return list(state_labels(st.loc[st.dev_index > 0].sort_values("dev_index")))
 
 
-def _positive_inits(get: dict, previous: StanInput, current: StanInput, n: int) -> list[dict]:
-    out = [dict() for _ in range(n)]
-    for name in POSITIVE:
+def _rating_families(si: StanInput) -> list[str]:
+    fam = si.families
+    return fam.loc[fam.rating_pos >= 0].sort_values("rating_pos")["family"].tolist()
+
+
+def scale_coordinate(scale, softplus: bool):
+    """The sampled coordinate of a positive scale: log, or the inverse of softplus, log(expm1(scale))."""
+    scale = np.asarray(scale, dtype=float)
+    return np.log(np.expm1(scale)) if softplus else np.log(scale)
+
+
+def _log_scales(get: dict, previous: StanInput, current: StanInput, n: int) -> np.ndarray:
+    """The log_scale block by name: the seven scalars, offdev_sd per off-ladder setting, rating_sd per rating
+    family (NaN where the earlier fit has no such scale), each on the program's link (`scale_softplus`)."""
+    softplus = bool(current.data.get("scale_softplus", 0))
+    log = lambda v: scale_coordinate(v, softplus)  # noqa: E731
+    names = list(SCALARS)
+    out = np.full((n, len(SCALARS) + current.data["K_off"] + current.data["J_r"]), np.nan)
+    for col, name in enumerate(names):
         if get.get(name) is not None:
-            for i in range(n):
-                out[i][name] = float(get[name][i])
-    # per-family rating sd and per-setting deviation scale, by name, where every one is matched
-    cur_r = current.families.loc[current.families.rating_pos >= 0].sort_values("rating_pos")["family"].tolist()
-    prev_r = previous.families.loc[previous.families.rating_pos >= 0].sort_values("rating_pos")["family"].tolist()
-    if get.get("rating_sd") is not None and cur_r and all(f in prev_r for f in cur_r):
-        idx = [prev_r.index(f) for f in cur_r]
-        for i in range(n):
-            out[i]["rating_sd"] = get["rating_sd"][i, idx].tolist()
-    if get.get("offdev_sd") is not None and current.data["K_off"] == previous.data["K_off"]:
-        for i in range(n):
-            out[i]["offdev_sd"] = get["offdev_sd"][i].tolist()
+            out[:, col] = log(get[name])
+    at = len(SCALARS)
+    off = lambda si: si.settings.loc[si.settings.setting_kind == "off_ladder", "setting"].tolist()  # noqa: E731
+    prev_off = off(previous)
+    for k, setting in enumerate(off(current)):
+        if get.get("offdev_sd") is not None and setting in prev_off:
+            out[:, at + k] = log(get["offdev_sd"][:, prev_off.index(setting)])
+    at += current.data["K_off"]
+    prev_r = _rating_families(previous)
+    for k, family in enumerate(_rating_families(current)):
+        if get.get("rating_sd") is not None and family in prev_r:
+            out[:, at + k] = log(get["rating_sd"][:, prev_r.index(family)])
     return out
 
 
@@ -207,10 +224,25 @@ def unmatched_scales(current: StanInput, config: dict) -> np.ndarray:
         "theta_ref_raw": pre.get("capability", 0.15), "pin_free": 1.0, "b_raw": pre.get("b", 0.2),
         "lambda_raw": pre.get("lambda", 0.1) * 3, "logkappa_raw": pre.get("logkappa", 0.25) * 2,
         "shared_effect": pre.get("shared_effect", 0.1), "b_mu": 0.5, "lambda_mu": 0.2, "logkappa_mu": 0.3,
-        "hurdle_a": 0.8, "amp_z": 1.0, "curv_z": 1.0, "dev_z": 1.0,
+        "hurdle_a": 0.8, "log_scale": 0.5, "amp_z": 1.0, "curv_z": 1.0, "dev_z": 1.0,
     }
     sizes = block_sizes(current.data)
     return np.concatenate([np.full(sizes[name], float(per_block[name])) for name in BLOCKS])
+
+
+def unmatched_locs(current: StanInput, config: dict) -> np.ndarray:
+    """Where an unmatched coordinate starts: 0, except a log scale, which starts at the log of its prior mean
+    (HalfNormal(s): 0.8 s; a rating sd's gamma(2, 2/s): s)."""
+    priors = config.get("priors", {})
+    half_normal = {"b_sd": "b_sd", "lambda_sd": "lambda_sd", "logkappa_sd": "logkappa_sd", "hurdle_b": "hurdle_b",
+                   "shared_sd": "shared_effect_sd", "amp_sd": "amplitude_sd", "curv_sd": "curvature_sd"}
+    means = [0.8 * float(priors.get(half_normal[name], {}).get("scale", 0.5)) for name in SCALARS]
+    means += [0.8 * float(priors.get("off_ladder_sd", {}).get("scale", 0.5))] * current.data["K_off"]
+    means += [float(priors.get("rating_sd", {}).get("scale", 0.3))] * current.data["J_r"]
+    sizes = block_sizes(current.data)
+    softplus = bool(current.data.get("scale_softplus", 0))
+    return np.concatenate([scale_coordinate(means, softplus) if name == "log_scale" else np.zeros(sizes[name])
+                           for name in BLOCKS])
 
 
 def build_preconditioner(previous_posterior, previous: StanInput, current: StanInput, config: dict,
@@ -218,9 +250,9 @@ def build_preconditioner(previous_posterior, previous: StanInput, current: StanI
     """Mean and shrunk covariance of the transported draws: (1 - a) S + a diag(S) on matched coordinates,
     unmatched ones uncorrelated at their prior-like scale, centred at 0 (or, for a new pinned state, at the
     mean capability)."""
-    draws, matched, positive = transported_draws(previous_posterior, previous, current, max_draws)
+    draws, matched = transported_draws(previous_posterior, previous, current, max_draws)
     scales = unmatched_scales(current, config)
-    loc = np.where(matched, np.nanmean(np.where(matched, draws, 0.0), axis=0), 0.0)
+    loc = np.where(matched, np.nanmean(np.where(matched, draws, 0.0), axis=0), unmatched_locs(current, config))
     P = draws.shape[1]
     cov = np.diag(scales ** 2)
     if matched.any():
@@ -240,7 +272,52 @@ def build_preconditioner(previous_posterior, previous: StanInput, current: StanI
     cov += 1e-8 * np.eye(P)
     chol = np.linalg.cholesky(cov)
     filled = np.where(matched, draws, loc)
-    return Preconditioner(loc=loc, chol=chol, matched=matched, draws=filled, positive_inits=positive)
+    return Preconditioner(loc=loc, chol=chol, matched=matched, draws=filled)
+
+
+def stiffness_correction(pc: Preconditioner, gradients: np.ndarray, max_rank: int = 50,
+                         margin: float = 1.25, max_shrink: float = 2.0,
+                         clip_quantile: float = 0.95, max_mean_share: float = 0.25) -> tuple[Preconditioner, dict]:
+    """Shrink the preconditioner along the directions where the posterior is stiffer than its covariance says.
+
+    `gradients` (n, P): the log density's gradient with respect to pc_z at n posterior draws (`Preconditioner.z`).
+    For a posterior the map whitens exactly they are standard normal, E[g g'] = I. Where E[g g'] has an eigenvalue
+    lam > 1 the log density curves more sharply than the draws' covariance suggests (a funnel's neck, a heavy-tailed
+    marginal), and that direction caps the step size of every leapfrog step. Along each such eigenvector the map is
+    scaled by lam^(-1/4): the metric Cg^(-1/2) that balances the draws' spread against the gradients' (Seyboldt et
+    al., the Fisher-divergence criterion that nutpie adapts its mass matrix by), here only for eigenvalues above
+    the noise edge of a sample of n (Marchenko-Pastur, (1 + sqrt(P / n))^2, times `margin`) and at most `max_rank`
+    of them, and by no more than 1 / `max_shrink`: a few draws at a steep wall (a scale whose upper tail makes some
+    prediction extreme) have gradients hundreds of times the typical one, and squeezing their direction by their
+    eigenvalue starves every parameter that loads on it; so gradients are also clipped, each row to the
+    `clip_quantile` of the rows' norms, before E[g g'] is formed. Nothing is changed when the gradients' mean
+    carries more than `max_mean_share` of their second moment (the draws are then not typical of this posterior).
+    The map stays affine, so the posterior is unchanged."""
+    n, P = gradients.shape
+    norms = np.linalg.norm(gradients, axis=1)
+    # over draws of this posterior the gradient averages to 0 (its mean carries ~1/n_eff of its second moment);
+    # a large mean says the earlier draws are off-centre here (a model or family new since, left at a prior-like
+    # place): their gradients then measure a location error, not stiffness, and shrinking along them would only
+    # slow the chains
+    off_centre = float(np.sum(gradients.mean(axis=0) ** 2) / np.mean(norms ** 2))
+    if off_centre > max_mean_share:
+        return pc, {"gradient_draws": int(n), "directions_shrunk": 0, "mean_share": round(off_centre, 3),
+                    "skipped": f"the gradient's mean is {off_centre:.0%} of its second moment (> "
+                               f"{max_mean_share:.0%}): the earlier draws are not typical of this posterior"}
+    cap = np.quantile(norms, clip_quantile)
+    clipped = gradients * np.minimum(1.0, cap / np.maximum(norms, 1e-300))[:, None]
+    cg = clipped.T @ clipped / n
+    lam, vec = np.linalg.eigh(cg)
+    edge = margin * (1 + np.sqrt(P / n)) ** 2
+    keep = np.flatnonzero(lam > edge)[::-1][:max_rank]
+    scale = np.maximum(lam[keep] ** -0.25, 1.0 / max_shrink)
+    s = np.eye(P) + (vec[:, keep] * (scale - 1)) @ vec[:, keep].T
+    corrected = Preconditioner(loc=pc.loc, chol=pc.chol @ s, matched=pc.matched, draws=pc.draws)
+    info = {"gradient_draws": int(n), "mean_share": round(off_centre, 4), "noise_edge": round(float(edge), 2),
+            "directions_shrunk": int(len(keep)),
+            "largest_stiffness": round(float(lam[-1]), 2), "median_stiffness": round(float(np.median(lam)), 3),
+            "gradient_norm_clip": round(float(cap), 1), "smallest_scale": round(float(scale.min()), 3) if len(keep) else 1.0}
+    return corrected, info
 
 
 def summary(pc: Preconditioner) -> dict:

@@ -445,6 +445,8 @@ def build_stan_data(observations: pd.DataFrame, config: Mapping[str, Any] | None
         "P_pc": 0,
         "pc_loc": [],
         "pc_chol": np.zeros((0, 0)),
+        # under the preconditioner, the positive scales are reached by softplus or exp (docs/model.md)
+        "scale_softplus": int(par.get("scale_link", "log") == "softplus"),
     }
 
     settings = pd.DataFrame(

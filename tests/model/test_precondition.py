@@ -49,13 +49,19 @@ def small_fit():
 def test_transported_draws_are_the_programs_own_coordinates(small_fit):
     config, stan_input, result = small_fit
     post = result.idata.posterior
-    draws, matched, _ = precondition.transported_draws(post, stan_input, stan_input)
+    draws, matched = precondition.transported_draws(post, stan_input, stan_input)
     assert matched.all()
     sizes = precondition.block_sizes(stan_input.data)
     at = 0
     for name in precondition.BLOCKS:
-        own = post[name].values.reshape(-1, sizes[name]) if sizes[name] > 1 or post[name].ndim > 2 else \
-            post[name].values.reshape(-1, 1)
+        if name == "log_scale":  # the program's SCALE_ORDER, on the log scale
+            parts = [post[p].values.reshape(-1, 1) for p in precondition.SCALARS]
+            parts += [post[p].values.reshape(len(parts[0]), -1) for p in ("offdev_sd", "rating_sd") if p in post]
+            own = precondition.scale_coordinate(np.concatenate(parts, axis=1),
+                                                bool(stan_input.data["scale_softplus"]))
+        else:
+            own = post[name].values.reshape(-1, sizes[name]) if sizes[name] > 1 or post[name].ndim > 2 else \
+                post[name].values.reshape(-1, 1)
         block = draws[:, at:at + sizes[name]]
         at += sizes[name]
         if name == "theta_ref_raw":  # only the direction reaches the likelihood; transported draws sit at radius sqrt(n)
@@ -84,6 +90,41 @@ def test_a_preconditioned_fit_samples_the_same_posterior(small_fit):
 
 
 @pytest.mark.slow
+@pytest.mark.cmdstan
+def test_the_production_route_samples_the_same_posterior():
+    # the production main fit as configured (softplus scales inside the block, identity metric adapting the step
+    # size only, the stiffness correction from gradients) against a plain fit of the same program: same posterior
+    from atlas_assets.model.engines import cmdstan_available
+    from atlas_assets.model.fit_process import sample_posterior
+
+    if not cmdstan_available():
+        pytest.skip("no CmdStan: the unit metric and the log_prob gradients are CmdStan's")
+    config = load_model_config()
+    observations, truth = simulate_panel(n_models=30, n_families=7, target_obs=220, seed=4, config=config)
+    config["display"]["reference"] = simulated_references(observations, truth)
+    stan_input = build_stan_data(observations, config)
+    plain_cfg = copy.deepcopy(config)
+    plain_cfg["sampler"].update(chains=2, warmup=300, draws=400, engine="cmdstanpy")
+    plain_cfg["sampler"]["precondition"] = {"mode": "none"}
+    plain, _ = sample_posterior(stan_input, plain_cfg, log=lambda m: None)
+    routed_cfg = copy.deepcopy(config)
+    routed_cfg["sampler"].update(chains=2, draws=400, engine="cmdstanpy")
+    routed, info = sample_posterior(stan_input, routed_cfg, log=lambda m: None)
+    assert info["mode"] == "pilot" and info["stiffness"]["gradient_draws"] > 0
+    assert routed.settings["metric"] == "unit_e"
+    assert stan_input.data["scale_softplus"] == 1
+    for name in ("theta", "b", "beta"):
+        a = plain.idata.posterior[name].values.reshape(-1, plain.idata.posterior[name].shape[-1])
+        b = routed.idata.posterior[name].values.reshape(-1, routed.idata.posterior[name].shape[-1])
+        z = np.abs(a.mean(0) - b.mean(0)) / np.sqrt(a.var(0) / 150 + b.var(0) / 150)
+        assert np.quantile(z, 0.95) < 3 and z.max() < 5, (name, np.sort(z)[-5:])
+        assert np.allclose(a.std(0), b.std(0), rtol=0.35), name
+    for name in ("hurdle_b", "amp_sd", "lambda_sd"):  # the scales now sampled through softplus
+        a, b = plain.idata.posterior[name].values.ravel(), routed.idata.posterior[name].values.ravel()
+        assert abs(np.median(a) - np.median(b)) < 0.35 * a.std() + 0.02, name
+
+
+@pytest.mark.slow
 def test_a_preconditioned_fit_runs_when_the_trailing_blocks_are_empty():
     # a validation fold without off-ladder states (no deviations, D = 0) and without per-model ladder terms
     # (A = 0): the stacked vector ends before those blocks, and the program must not slice past its end
@@ -104,3 +145,85 @@ def test_a_preconditioned_fit_runs_when_the_trailing_blocks_are_empty():
                                              main_warmup=60, shrinkage=0.2)
     result, info = sample_posterior(stan_input, config, log=lambda m: None)
     assert info["mode"] == "pilot" and result.idata.posterior.sizes["draw"] == 60
+
+
+def test_stiffness_correction_shrinks_only_the_stiff_direction():
+    # draws whitened exactly, but the log density is 16 times stiffer than their covariance says along one
+    # direction v: gradients -(I + 15 v v') z, so E[g g'] has eigenvalue 256 along v and 1 elsewhere
+    rng = np.random.default_rng(3)
+    P, n = 30, 3000
+    v = rng.standard_normal(P)
+    v /= np.linalg.norm(v)
+    z = rng.standard_normal((n, P))
+    gradients = -(z + 15 * np.outer(z @ v, v))
+    pc = precondition.Preconditioner(loc=np.zeros(P), chol=np.eye(P), matched=np.ones(P, bool), draws=z[:5])
+    corrected, info = precondition.stiffness_correction(pc, gradients, max_shrink=10, clip_quantile=1.0)
+    assert info["directions_shrunk"] == 1
+    # along v the map is scaled by 256^(-1/4) = 1/4 (the geometric mean of the draws' scale and the gradients')
+    assert np.allclose(corrected.chol @ v, 0.25 * v, atol=0.02)
+    u = rng.standard_normal(P)
+    u -= (u @ v) * v
+    assert np.allclose(corrected.chol @ u, u, atol=0.02 * np.linalg.norm(u))
+    # never by more than 1 / max_shrink
+    capped, _ = precondition.stiffness_correction(pc, gradients, max_shrink=2, clip_quantile=1.0)
+    assert np.allclose(capped.chol @ v, 0.5 * v, atol=0.02)
+    # a sample of plain Gaussian gradients has no eigenvalue above its noise edge: nothing changes
+    same, info = precondition.stiffness_correction(pc, -z)
+    assert info["directions_shrunk"] == 0 and np.allclose(same.chol, np.eye(P))
+
+
+def test_stiffness_correction_is_not_led_by_a_few_draws_at_a_wall():
+    # 2% of the draws sit at a steep wall with gradients 500 times the typical norm along one coordinate:
+    # clipped at the 95th percentile of the norms, they move E[g g'] by little and no direction is squeezed
+    rng = np.random.default_rng(4)
+    P, n = 30, 3000
+    z = rng.standard_normal((n, P))
+    gradients = -z.copy()
+    gradients[:60, 0] = -500 * np.sqrt(P)
+    pc = precondition.Preconditioner(loc=np.zeros(P), chol=np.eye(P), matched=np.ones(P, bool), draws=z[:5])
+    _, unclipped = precondition.stiffness_correction(pc, gradients, clip_quantile=1.0)
+    corrected, info = precondition.stiffness_correction(pc, gradients, clip_quantile=0.95)
+    assert unclipped["largest_stiffness"] > 1e5
+    assert info["largest_stiffness"] < unclipped["largest_stiffness"] / 1000
+    assert corrected.chol[0, 0] >= 0.5
+
+
+def test_scale_coordinates_invert_the_programs_links():
+    scales = np.array([1e-4, 0.05, 0.3, 1.0, 4.0])
+    assert np.allclose(np.log1p(np.exp(precondition.scale_coordinate(scales, softplus=True))), scales, rtol=1e-10)
+    assert np.allclose(np.exp(precondition.scale_coordinate(scales, softplus=False)), scales, rtol=1e-12)
+
+
+def test_stiffness_correction_leaves_the_map_alone_when_the_draws_are_off_centre():
+    # a model new since the earlier fit sits at a prior-like place in every transported draw: every gradient is
+    # large along its coordinate; that is a location error, and no direction may be shrunk for it
+    rng = np.random.default_rng(5)
+    P, n = 30, 1000
+    z = rng.standard_normal((n, P))
+    gradients = -z.copy()
+    gradients[:, 3] += 200.0
+    pc = precondition.Preconditioner(loc=np.zeros(P), chol=np.eye(P), matched=np.ones(P, bool), draws=z[:5])
+    same, info = precondition.stiffness_correction(pc, gradients)
+    assert info["directions_shrunk"] == 0 and "not typical" in info["skipped"]
+    assert same is pc
+
+
+def test_the_main_fit_adapts_a_diagonal_when_coordinates_are_new():
+    from atlas_assets.model.fit_process import main_metric
+
+    pcfg = {"main_adapt": {"metric": "unit_e"}, "main_warmup_unmatched": 300}
+    assert main_metric(pcfg, np.ones(5, bool), 150) == ("unit_e", 150, None)
+    metric, warmup, note = main_metric(pcfg, np.array([True, False, True, False, True]), 150)
+    assert (metric, warmup) == ("diag_e", 300) and note.startswith("2 coordinates new")
+    assert main_metric({"main_adapt": {"metric": "diag_e"}}, np.zeros(5, bool), 150) == ("diag_e", 150, None)
+
+
+def test_a_warm_start_with_new_coordinates_gives_way_to_the_pilot():
+    from atlas_assets.model.fit_process import declined_warm_start
+
+    pcfg = {"mode": "pilot", "warm_max_new": 0}
+    assert declined_warm_start(pcfg, np.ones(4, bool), "fit-a") is None
+    assert declined_warm_start(pcfg, np.array([True, False, True, True]), "fit-a").startswith("pilot: 1 coordinates new")
+    assert declined_warm_start({**pcfg, "warm_max_new": 3}, np.array([True, False, True, True]), "fit-a") is None
+    # without a pilot to fall back to, the warm start stays
+    assert declined_warm_start({"mode": "none"}, np.zeros(4, bool), "fit-a") is None
