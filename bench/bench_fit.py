@@ -8,6 +8,7 @@
     .venv/bin/python bench/bench_fit.py --override '{"sampler": {"precondition": {"mode": "pilot", ...}}}'
     .venv/bin/python bench/bench_fit.py --observations ... --warm-from var/model/fits/<earlier fit>
     .venv/bin/python bench/bench_fit.py --observations ... --eci-only   # the ECI-form baseline alone
+    .venv/bin/python bench/bench_fit.py --scaling 1,2,4      # simulated panels at 1x, 2x, 4x the real size
 
 Figures: compile time (cold or cached), sampling wall time, gradient
 evaluations (leapfrog steps incl. warmup), min bulk/tail ESS over theta, phi,
@@ -40,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 from atlas_assets.model.diagnostics import fit_diagnostics  # noqa: E402
 from atlas_assets.model.engines import select_engine, shutdown_pystan_workers  # noqa: E402
 from atlas_assets.model.fit_process import sample_posterior  # noqa: E402
-from atlas_assets.model.simulate import REAL_SIZE, simulate_panel  # noqa: E402
+from atlas_assets.model.simulate import REAL_SIZE, simulate_panel, simulated_references  # noqa: E402
 from atlas_assets.model.stan_data import (  # noqa: E402
     build_stan_data,
     load_model_config,
@@ -97,6 +98,27 @@ def eci_form_figures(obs, n_boot: int, seed: int) -> dict:
     }
 
 
+def scaling_figures(factors: list[float], cfg: dict, seed: int) -> list[dict]:
+    """Cold production fits of simulated panels at `factors` x the real size (models, families and observations
+    scaled together); per panel: observations, leapfrog steps, sampling seconds, ms per gradient, min ESS. The
+    exponent of sampling seconds in observations (log-log slope) is printed by the caller."""
+    rows = []
+    for factor in factors:
+        size = {k: int(round(v * factor)) for k, v in REAL_SIZE.items()}
+        obs, truth = simulate_panel(seed=seed, config=cfg, **size)
+        run_cfg = {**cfg, "display": {**cfg["display"], "reference": simulated_references(obs, truth)}}
+        si = build_stan_data(obs, run_cfg)
+        res, _ = sample_posterior(si, run_cfg, log=_quiet_log)
+        diag = fit_diagnostics(res.idata, run_cfg["diagnostics"], max_treedepth=int(run_cfg["sampler"]["max_treedepth"]))
+        rows.append({"factor": factor, "observations": si.data["N"], "parameters": int(si.data["S"] + 3 * si.data["J"]),
+                     "leapfrog": res.n_gradient_evals, "sample_seconds": round(res.sample_seconds, 1),
+                     "ms_per_gradient_cpu": round(1000 * res.sample_seconds * min(2, int(run_cfg["sampler"]["chains"]))
+                                                  / res.n_gradient_evals, 3),
+                     "min_ess_bulk": round(diag["min_ess_bulk"]), "passes": diag["passes"]})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
+
+
 def _quiet_log(msg: str) -> None:
     """Print engine messages, and progress only every 500 iterations."""
     if "iteration" in msg:
@@ -124,6 +146,7 @@ def main(argv=None) -> int:
     p.add_argument("--warm-from", default=None, help="an earlier fit folder: precondition and initialise from it")
     p.add_argument("--eci-only", action="store_true", help="only the ECI-form least-squares baseline (no Stan fit)")
     p.add_argument("--eci-boot", type=int, default=100, help="ECI-form bootstrap replicates (default 100)")
+    p.add_argument("--scaling", default=None, help="comma-separated size factors of simulated panels, e.g. 1,2,4")
     args = p.parse_args(argv)
 
     over = json.loads(args.override)
@@ -132,6 +155,16 @@ def main(argv=None) -> int:
         if getattr(args, k) is not None:
             smp[k] = getattr(args, k)
     cfg = load_model_config(overrides=over)
+    if args.scaling:
+        rows = scaling_figures([float(f) for f in args.scaling.split(",")], cfg, args.seed)
+        shutdown_pystan_workers()
+        n = np.log([r["observations"] for r in rows])
+        for key in ("sample_seconds", "leapfrog"):
+            slope = np.polyfit(n, np.log([r[key] for r in rows]), 1)[0] if len(rows) > 1 else float("nan")
+            print(f"exponent of {key} in observations: {slope:.2f}")
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=2))
+        return 0
     truth = None
     if args.observations:
         from atlas_assets.model.fit_process import read_table
