@@ -9,10 +9,13 @@
 Affordable by construction: two sources (the one that changes, and one that does not), the asset chain ingest ->
 clean -> fit -> four outputs and the headline gates (a publication requires them) -> publication -> report, without calibrated/predicted states, the validation folds
 and their summary (each fold is a refit of its own; they use the same StepRefresh, which this test does not
-exercise), a short CmdStan fit (2 chains x 60 warmup + 40 draws, tree depth 6) with its gates opened (what is
-tested is the refresh, not convergence), and no asset checks (they re-evaluate on every run and are tested with
+exercise), a short CmdStan fit (2 chains x 60 warmup + 40 draws, tree depth 6; the refit after the data change
+starts warm from the first fit, with the same 60 warmup: `main_warmup`, else it would take the shipped 300) with its
+gates opened (what is tested is the refresh, not convergence), and no asset checks (they re-evaluate on every run and are tested with
 their stages). The instance is a real SQLite one under a temporary DAGSTER_HOME.
 """
+
+from pathlib import Path
 
 import dagster as dg
 import duckdb
@@ -41,7 +44,7 @@ EXPENSIVE = ("oriented_scores", "screened_scores", "resolved_cells", "pooled_sta
              "headline_gates", "publication", "report")
 TINY_FIT = {
     "sampler": {"chains": 2, "warmup": 60, "draws": 40, "max_treedepth": 6, "adapt_delta": 0.8,
-                "precondition": {"mode": "none"}},
+                "precondition": {"mode": "none", "main_warmup": 60}},
     "diagnostics": {"rhat_max": 10.0, "ess_bulk_min": 1, "ess_tail_min": 1, "divergences_max": 100000,
                     "ebfmi_min": 0.0},
 }
@@ -116,6 +119,7 @@ def test_refresh_recomputes_exactly_what_changed(refresh_env, monkeypatch):
         first = materializations(refresh(instance, older, monkeypatch))
         second_result = refresh(instance, MIRROR, monkeypatch)
         second = materializations(second_result)
+        second_log = log_messages(instance, second_result.run_id)
         third_result = refresh(instance, MIRROR, monkeypatch)
         third = materializations(third_result)
         third_log = log_messages(instance, third_result.run_id)
@@ -133,6 +137,9 @@ def test_refresh_recomputes_exactly_what_changed(refresh_env, monkeypatch):
             assert all(up in meta(second[name], REASON) for up in moved), meta(second[name], REASON)
     assert meta(second["capability_fit"], "reused") is False  # a new fit was sampled
     assert meta(second["capability_fit"], "fit_dir") != meta(first["capability_fit"], "fit_dir")
+    # the refit after a data change starts from the last good fit (warm_start: previous_fit), not from scratch
+    first_fit = Path(meta(first["capability_fit"], "fit_dir")).name
+    assert any(message.startswith(f"fit start: warm from {first_fit}") for message in second_log), second_log
     assert meta(second["publication"], "new_version") is True
     assert meta(second["publication"], "data_sha256") != meta(first["publication"], "data_sha256")
     assert meta(second["publication"], "data_sha256") == meta(second["stan_data"], "data_sha256")

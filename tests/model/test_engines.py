@@ -338,13 +338,16 @@ def test_setup_offline_install_attempt_fails_fast(tmp_path, monkeypatch):
 
 
 def config_naming_references(observations, truth, folder: Path) -> Path:
-    """The packaged model config with display references that exist in a simulated panel."""
+    """The packaged model config with display references that exist in a simulated panel, and the plain sampler:
+    the fit is exactly the --chains/--warmup/--draws asked for on the command line. (With the packaged
+    `precondition.mode: pilot` a 4 x (150 + 150) pilot ran first and --warmup gave way to `main_warmup` 300: ~330k
+    leapfrog steps instead of ~30k. The pilot path is the model-stage CLI test's and test_precondition's.)"""
     import yaml
 
     from atlas_assets.model.simulate import simulated_references
     from atlas_assets.model.stan_data import load_model_config
 
-    config = load_model_config()
+    config = load_model_config(overrides={"sampler": {"precondition": {"mode": "none"}}})
     config["display"]["reference"] = simulated_references(observations, truth)
     path = folder / "model.yaml"
     path.write_text(yaml.safe_dump(config))

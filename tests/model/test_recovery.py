@@ -29,7 +29,9 @@ from tests.model.independent_sim import (
 
 LEVEL = 0.90
 PANEL = dict(seed=7, n_models=80, n_families=16, target_obs=850)
-SAMPLING = dict(chains=4, warmup=500, draws=500, seed=11, adapt_delta=0.9)
+# 300 warmup iterations adapt as well as 500 here: seeds 11-14 all pass with max R-hat 1.0075-1.012 (500: 1.006-1.010),
+# no divergences, at 166k instead of 233k leapfrog steps (seed 11); 250 draws are too few (R-hat 1.02 in 2 of 4 seeds)
+SAMPLING = dict(chains=4, warmup=300, draws=500, seed=11, adapt_delta=0.9)
 
 # posterior mean vs truth, by name; the floors leave room for sampling noise
 # (figures measured on this panel are in the commit message / report)

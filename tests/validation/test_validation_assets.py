@@ -23,8 +23,12 @@ BIN = PROJECT_ROOT / ".venv" / "bin"
 
 pytestmark = pytest.mark.slow
 
+# Refits of 2 x (50 + 50), warm from the production fit: the CRPS / coverage assertions below hold with room at this
+# size (sampler seeds 20260401, 1, 2: atlas CRPS 0.029-0.042 against the family mean's 0.12-0.17, 90% coverage
+# 0.84-0.95 against the 0.6 bound; the same as at 2 x (100 + 100)) and still fail when the model's predictive draws
+# are misaligned with the held-out cells (CRPS 0.23-0.51, coverage 0.24-0.46); half the leapfrog steps of 100 + 100.
 SMALL_STUDIES = {
-    "refit": {"chains": 2, "warmup": 100, "draws": 100},
+    "refit": {"chains": 2, "warmup": 50, "draws": 50},
     "masked": {"folds": 2}, "family": {"folds": 2, "groups": {}, "min_states": 4},
     "sensitivity": {"families": 1}, "baselines": {"eci_form": {"bootstrap": 20}},
 }
