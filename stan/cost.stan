@@ -75,8 +75,8 @@ data {
   // ---- benchmarks in suites --------------------------------------------------
   int<lower=0> G;                          // suites with two or more benchmarks
   array[J] int<lower=0, upper=G> bench_suite;    // 1..G, 0 = a benchmark that is its own suite
-  // 1: the benchmark's level and log spread are sampled as they are (centred on their suite: its runs
-  // determine them); 0: as standardized deviations from the suite (non-centred: a benchmark with a
+  // 1: the benchmark's level is sampled as it is (centred on its suite: its runs determine it), and so is its
+  // log spread when it is its own suite; 0: as standardized deviations (non-centred: a benchmark with a
   // handful of runs is mostly its suite, and centred it makes a funnel with the within-suite sd).
   array[J] int<lower=0, upper=1> bench_centred;
   // The benchmark whose spread is 1 while sampling (the one with the most runs): costs are sampled in its
@@ -85,8 +85,9 @@ data {
   // benchmarks (ARC-AGI's four) moved in lockstep with every cost they carry, a ridge (docs/cost.md).
   int<lower=1, upper=J> scale_bench;
   // 1: the log spread is sampled as it is (a benchmark that is its own suite, with rich data); 0: as a
-  // standardized deviation from its suite (every member of a multi-benchmark suite: members differ by
-  // ~0.01-0.02 +- 0.012 even on ARC-AGI, and centred they made a funnel with the within-suite sd)
+  // standardized deviation (a thin one). Members of a multi-benchmark suite (0 here) are sampled in member-mean
+  // coordinates, below: ARC-AGI's members differ by ~0.01-0.02 +- 0.012, and centred they made a funnel with
+  // the within-suite sd; non-centred on a floating suite level, a stiff direction when that sd was large.
   array[J] int<lower=0, upper=1> spread_centred;
 
   // ---- priors ------------------------------------------------------------------
@@ -137,8 +138,7 @@ transformed data {
       }
     }
   }
-  // benchmarks sampled centred (rich data) and non-centred (thin data); for the spreads, among the
-  // benchmarks other than scale_bench (lam_free; positions lam_cen / lam_ncp in it)
+  // the benchmarks other than scale_bench, whose log spreads are sampled (lam_free)
   array[J - 1] int lam_free;
   {
     int a = 1;
@@ -232,9 +232,9 @@ transformed data {
 }
 
 parameters {
-  // Benchmark level and log spread: per benchmark centred on its suite (bench_centred = 1: rich data) or
-  // non-centred (0: thin data), per suite non-centred (a suite has a few benchmarks at most). A benchmark
-  // that is its own suite is its suite level. Spreads are sampled relative to scale_bench's (log 0).
+  // Benchmark level: per benchmark centred on its suite (bench_centred = 1: rich data) or non-centred (0: thin
+  // data), per suite non-centred (a suite has a few benchmarks at most). A benchmark that is its own suite is
+  // its suite level. Log spreads (relative to scale_bench's, log 0 there): below.
   real ref_mu;
   real<lower=0> ref_suite_sd;
   real<lower=0> ref_within_sd;
