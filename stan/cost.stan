@@ -61,21 +61,22 @@ data {
   int<lower=1, upper=M> ref_model;
   array[M - 1] int<lower=1, upper=M> free_model;  // every model but the reference state's
   // Coordinates of the free models' bases (atlas_assets/cost/data.py): anchored[m] = 0: centred, the base
-  // is sampled as is; 1: anchored on one run of the model's pinned state: base = the base that run implies
-  // + (its evaluator's sigma / its benchmark's lambda) * u, so u has unit scale whatever the noise (a model
-  // without runs, e.g. held out, is centred; its anchor fields are then unused).
+  // is sampled as is; 1: anchored on one run of the model's best-measured state: base = the base that run
+  // implies (its cost less its state's setting and deviation) + (its evaluator's sigma / its benchmark's
+  // lambda) * u, so u has unit scale whatever the noise (a model without runs, e.g. held out, is centred; its
+  // anchor fields are then unused).
   vector<lower=0, upper=1>[M - 1] anchored;
   vector[M - 1] anchor_y;                  // weighted mean log10 cost of the anchor run's rows
   array[M - 1] int<lower=1, upper=J> anchor_bench;
   array[M - 1] int<lower=1, upper=E> anchor_eval;
-  array[M - 1] int<lower=1, upper=S> anchor_state;  // the model's pinned state (no deviation)
+  array[M - 1] int<lower=1, upper=S> anchor_state;  // the anchor run's state (the pinned one where centred)
   array[M - 1] int<lower=0> anchor_harness;         // the run's harness offset index, 0 = none
 
   // ---- benchmarks in suites --------------------------------------------------
   int<lower=0> G;                          // suites with two or more benchmarks
   array[J] int<lower=0, upper=G> bench_suite;    // 1..G, 0 = a benchmark that is its own suite
-  // 1: the benchmark's level and log spread are sampled as they are (centred on their suite: its runs
-  // determine them); 0: as standardized deviations from the suite (non-centred: a benchmark with a
+  // 1: the benchmark's level is sampled as it is (centred on its suite: its runs determine it), and so is its
+  // log spread when it is its own suite; 0: as standardized deviations (non-centred: a benchmark with a
   // handful of runs is mostly its suite, and centred it makes a funnel with the within-suite sd).
   array[J] int<lower=0, upper=1> bench_centred;
   // The benchmark whose spread is 1 while sampling (the one with the most runs): costs are sampled in its
@@ -84,8 +85,9 @@ data {
   // benchmarks (ARC-AGI's four) moved in lockstep with every cost they carry, a ridge (docs/cost.md).
   int<lower=1, upper=J> scale_bench;
   // 1: the log spread is sampled as it is (a benchmark that is its own suite, with rich data); 0: as a
-  // standardized deviation from its suite (every member of a multi-benchmark suite: members differ by
-  // ~0.01-0.02 +- 0.012 even on ARC-AGI, and centred they made a funnel with the within-suite sd)
+  // standardized deviation (a thin one). Members of a multi-benchmark suite (0 here) are sampled in member-mean
+  // coordinates, below: ARC-AGI's members differ by ~0.01-0.02 +- 0.012, and centred they made a funnel with
+  // the within-suite sd; non-centred on a floating suite level, a stiff direction when that sd was large.
   array[J] int<lower=0, upper=1> spread_centred;
 
   // ---- priors ------------------------------------------------------------------
@@ -136,8 +138,7 @@ transformed data {
       }
     }
   }
-  // benchmarks sampled centred (rich data) and non-centred (thin data); for the spreads, among the
-  // benchmarks other than scale_bench (lam_free; positions lam_cen / lam_ncp in it)
+  // the benchmarks other than scale_bench, whose log spreads are sampled (lam_free)
   array[J - 1] int lam_free;
   {
     int a = 1;
@@ -148,19 +149,66 @@ transformed data {
       }
     }
   }
-  int n_lcen = 0;
-  for (k in 1:(J - 1)) n_lcen += spread_centred[lam_free[k]];
-  array[n_lcen] int lam_cen;
-  array[J - 1 - n_lcen] int lam_ncp;
+  // Relative log spreads of the members of multi-benchmark suites (positions k in lam_free with bench_suite > 0;
+  // the units benchmark is no member: its 0 is no datum) are sampled as their suite's member mean plus
+  // orthonormal (Helmert) contrasts: n_mem[g] >= 1 members, n_mem[g] - 1 contrasts per suite. The other
+  // benchmarks (their own suite) have their log spread in loglambda_raw: centred (own_cen) or not (own_ncp).
+  array[G] int n_mem = rep_array(0, G);
+  for (k in 1:(J - 1)) if (bench_suite[lam_free[k]] > 0) n_mem[bench_suite[lam_free[k]]] += 1;
+  int C = 0;
+  for (g in 1:G) C += n_mem[g] - 1;
+  vector[G] sqrt_n_mem;
+  for (g in 1:G) sqrt_n_mem[g] = sqrt(n_mem[g]);
+  array[J - 1] int free_suite;             // suite of lam_free[k], 0 = its own
+  for (k in 1:(J - 1)) free_suite[k] = bench_suite[lam_free[k]];
+  matrix[J - 1, C] contrast = rep_matrix(0, J - 1, C);   // columns orthonormal, each summing to 0 within a suite
+  {
+    int c0 = 0;
+    for (g in 1:G) {
+      array[n_mem[g]] int mem;
+      int i = 0;
+      for (k in 1:(J - 1)) {
+        if (free_suite[k] == g) {
+          i += 1;
+          mem[i] = k;
+        }
+      }
+      for (c in 1:(n_mem[g] - 1)) {
+        for (r in 1:c) contrast[mem[r], c0 + c] = 1 / sqrt(c * (c + 1.0));
+        contrast[mem[c + 1], c0 + c] = -c / sqrt(c * (c + 1.0));
+      }
+      c0 += n_mem[g] - 1;
+    }
+  }
+  int n_mem_all = 0;
+  int n_own_cen = 0;
+  for (k in 1:(J - 1)) {
+    n_mem_all += free_suite[k] > 0;
+    n_own_cen += free_suite[k] == 0 && spread_centred[lam_free[k]] == 1;
+  }
+  int n_own = J - 1 - n_mem_all;
+  array[n_mem_all] int mem_pos;            // positions in lam_free of suite members
+  array[n_own] int own_pos;                // ... of benchmarks that are their own suite
+  array[n_own_cen] int own_cen;            // positions in own_pos (= in loglambda_raw) sampled centred
+  array[n_own - n_own_cen] int own_ncp;
   {
     int a = 1;
     int b = 1;
+    int c = 1;
+    int d = 1;
     for (k in 1:(J - 1)) {
-      if (spread_centred[lam_free[k]] == 1) {
-        lam_cen[a] = k;
+      if (free_suite[k] > 0) {
+        mem_pos[a] = k;
         a += 1;
       } else {
-        lam_ncp[b] = k;
+        own_pos[b] = k;
+        if (spread_centred[lam_free[k]] == 1) {
+          own_cen[c] = b;
+          c += 1;
+        } else {
+          own_ncp[d] = b;
+          d += 1;
+        }
         b += 1;
       }
     }
@@ -184,17 +232,26 @@ transformed data {
 }
 
 parameters {
-  // Benchmark level and log spread: per benchmark centred on its suite (bench_centred = 1: rich data) or
-  // non-centred (0: thin data), per suite non-centred (a suite has a few benchmarks at most). A benchmark
-  // that is its own suite is its suite level. Spreads are sampled relative to scale_bench's (log 0).
+  // Benchmark level: per benchmark centred on its suite (bench_centred = 1: rich data) or non-centred (0: thin
+  // data), per suite non-centred (a suite has a few benchmarks at most). A benchmark that is its own suite is
+  // its suite level. Log spreads (relative to scale_bench's, log 0 there): below.
   real ref_mu;
   real<lower=0> ref_suite_sd;
   real<lower=0> ref_within_sd;
   vector[G] ref_suite_z;
   vector[J] bench_ref_raw;                 // the level itself where centred, its z where non-centred
-  vector[J - 1] loglambda_raw;             // likewise for log spreads relative to scale_bench's
+  // Log spreads relative to scale_bench's. A benchmark that is its own suite: loglambda_raw, the spread itself
+  // (rich data) or its z (thin). Members of a multi-benchmark suite: the suite's member mean (sampled as it
+  // is), the members' standardized contrasts about it, and the suite level about that mean (suite = mean +
+  // within_sd / sqrt(n) z): the same prior (suite ~ N(0, suite_sd), members ~ N(suite, within_sd)), in
+  // coordinates where neither end of within_sd is a funnel (docs/cost.md: members centred, ARC-AGI's agreeing
+  // pairs let within_sd fall to 0; members non-centred, their precisely measured spreads were within_sd x z
+  // with the suite level floating +-within_sd: the stiffest direction whenever within_sd was large).
+  vector[n_own] loglambda_raw;
   real<lower=0> loglambda_suite_sd;
   real<lower=0> loglambda_within_sd;
+  vector[G] loglambda_member_mean;
+  vector[C] loglambda_contrast_z;
   vector[G] loglambda_suite_z;
   // State costs, in scale_bench's units (_rel). A model's base is informed by its own runs more than by
   // the population (noise ~0.1-0.3 log10 against a spread of ~0.5 x lambda), so it is never non-centred on
@@ -217,7 +274,7 @@ parameters {
 
 transformed parameters {
   vector[G] ref_suite = ref_mu + ref_suite_sd * ref_suite_z;
-  vector[G] loglambda_suite = loglambda_suite_sd * loglambda_suite_z;
+  vector[G] loglambda_suite = loglambda_member_mean + loglambda_within_sd * loglambda_suite_z ./ sqrt_n_mem;
   vector[J] bench_ref;
   vector[J] loglambda_rel;                 // log spread relative to scale_bench's (0 there)
   {
@@ -225,11 +282,11 @@ transformed parameters {
     vector[J] scale = suite_scale(ref_suite_sd, ref_within_sd, bench_suite);
     bench_ref[bcen] = bench_ref_raw[bcen];
     bench_ref[bncp] = loc[bncp] + scale[bncp] .* bench_ref_raw[bncp];
-    vector[J - 1] free_loc = suite_loc(0, loglambda_suite, bench_suite)[lam_free];
-    vector[J - 1] free_scale = suite_scale(loglambda_suite_sd, loglambda_within_sd, bench_suite)[lam_free];
     vector[J - 1] free_rel;
-    free_rel[lam_cen] = loglambda_raw[lam_cen];
-    free_rel[lam_ncp] = free_loc[lam_ncp] + free_scale[lam_ncp] .* loglambda_raw[lam_ncp];
+    vector[J - 1] member_dev = loglambda_within_sd * (contrast * loglambda_contrast_z);
+    free_rel[mem_pos] = loglambda_member_mean[free_suite[mem_pos]] + member_dev[mem_pos];
+    free_rel[own_pos[own_cen]] = loglambda_raw[own_cen];
+    free_rel[own_pos[own_ncp]] = loglambda_suite_sd * loglambda_raw[own_ncp];
     loglambda_rel[lam_free] = free_rel;
     loglambda_rel[scale_bench] = 0;
   }
@@ -255,7 +312,8 @@ transformed parameters {
     vector[M - 1] base_free;
     base_free[cen] = base_u[cen];
     base_free[anc] = (anchor_y[anc] - bench_ref[anchor_bench[anc]]) ./ lambda_rel[anchor_bench[anc]]
-                     - setting_rel[anchor_state[anc]] - harness_rel[anchor_harness1[anc]]
+                     - setting_rel[anchor_state[anc]] - deviation_rel[anchor_state[anc]]
+                     - harness_rel[anchor_harness1[anc]]
                      + sigma[anchor_eval[anc]] ./ lambda_rel[anchor_bench[anc]] .* base_u[anc];
     model_base_rel[free_model] = base_free;
   }
@@ -287,13 +345,13 @@ model {
   // datum for its suite: a fixed 0 with scale within_sd made the same funnel as a centred member)
   loglambda_suite_sd ~ normal(0, loglambda_suite_sd_scale);
   loglambda_within_sd ~ normal(0, loglambda_within_sd_scale);
+  // suite levels ~ N(0, suite_sd) and members ~ N(suite, within_sd), in the member-mean coordinates: their
+  // Jacobian (within_sd ^ n per suite) cancels the members' normalizing constants, leaving these terms
+  loglambda_suite ~ normal(0, loglambda_suite_sd);
   loglambda_suite_z ~ std_normal();
-  {
-    vector[J] loc = suite_loc(0, loglambda_suite, bench_suite);
-    vector[J] scale = suite_scale(loglambda_suite_sd, loglambda_within_sd, bench_suite);
-    loglambda_raw[lam_cen] ~ normal(loc[lam_free[lam_cen]], scale[lam_free[lam_cen]]);
-    loglambda_raw[lam_ncp] ~ std_normal();
-  }
+  loglambda_contrast_z ~ std_normal();
+  loglambda_raw[own_cen] ~ normal(0, loglambda_suite_sd);
+  loglambda_raw[own_ncp] ~ std_normal();
 
   // ---- priors: state costs (scale_bench's units) -----------------------------------
   base_mu ~ normal(0, base_mu_scale);

@@ -208,32 +208,40 @@ def _bench_centred(benchmarks: pd.DataFrame, cfg: Mapping[str, Any]) -> np.ndarr
 
 def _anchors(obs: pd.DataFrame, states: pd.DataFrame, models: pd.DataFrame, benchmarks: pd.DataFrame,
              ref_model: int, cfg: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """Per free model (Stan order of `free_model`), the run its base is anchored on: the run of its pinned state
-    on the best-measured benchmark (most runs in the fit; then the first by run id), with that run's weighted
-    mean log10 cost, benchmark, evaluator, state and harness index. (Anchored on its first run by id, a model
-    with many runs had its base pinned by the others and its coordinate tied to that run's noise scale, e.g.
-    a SWE-bench run of a model costed 20 times on ARC-AGI: docs/cost.md.)
-    Models without a run of their pinned state in `obs`, and every model when `parametrization.base` is
-    'centered', are centred. (Anchoring only the models seen in one run was measured worse: docs/cost.md.)"""
+    """Per free model (Stan order of `free_model`), the run its base is anchored on: a run of its best-measured
+    state (most runs in the fit; ties: the pinned state, then `pin_preference`, then by name) on that state's
+    best-measured benchmark (most runs in the fit; then the first by run id), with that run's weighted mean log10
+    cost, benchmark, evaluator, state and harness index. The base's coordinate then has the noise of that run
+    (sigma / lambda) as its scale. Anchored on its pinned state's run, a model whose pinned state was costed once
+    on a noisy benchmark (claude-opus-4-5's `default`: one SWE-bench run, sigma 0.27, lambda_rel 0.32) while 27
+    ARC-AGI runs (sigma 0.06) of its other states pin its base had that coordinate pinned to ~1/40 of its scale,
+    coupled to SWE-bench's level and spread: the stiffest direction of the posterior (docs/cost.md). (Anchored on
+    its first run by id, likewise: a SWE-bench run of a model costed 20 times on ARC-AGI.)
+    Models without a run in `obs`, and every model when `parametrization.base` is 'centered', are centred.
+    (Anchoring only the models seen in one run was measured worse: docs/cost.md.)"""
     anchored = (cfg.get("parametrization") or {}).get("base", "anchored") == "anchored"
     free = [int(p) for p in models.model_pos if p != ref_model]
-    pinned_state = states.loc[states.pinned].set_index("model_pos")["state_pos"]
     out = {"anchored": np.zeros(len(free)), "anchor_y": np.zeros(len(free)), "anchor_bench": np.ones(len(free), int),
            "anchor_eval": np.ones(len(free), int), "anchor_state": np.ones(len(free), int),
            "anchor_harness": np.zeros(len(free), int)}
     if not free:
         return out
+    preference = {s: i for i, s in enumerate(cfg["reasoning"]["pin_preference"])}
+    ranked = states.assign(_pin=~states.pinned.astype(bool),
+                           _pref=states.reasoning_state.map(lambda r: preference.get(r, len(preference))))
+    ranked = ranked.sort_values(["model_pos", "n_runs", "_pin", "_pref", "reasoning_state"],
+                                ascending=[True, False, True, True, True])
+    best_state = ranked.groupby("model_pos").state_pos.first()
+    pinned_state = states.loc[states.pinned].set_index("model_pos")["state_pos"]
     bench_runs = benchmarks.sort_values("bench_pos").n_runs.to_numpy(float)
-    rows = obs.assign(_w=obs.weight.astype(float), _wy=obs.weight.astype(float) * obs.log10_usd.astype(float),
-                      model_pos=states.model_pos.to_numpy()[obs.state_pos.to_numpy()])
+    rows = obs.assign(_w=obs.weight.astype(float), _wy=obs.weight.astype(float) * obs.log10_usd.astype(float))
     for k, m in enumerate(free):
-        s = int(pinned_state.loc[m])
-        out["anchor_state"][k] = s + 1
-        if not anchored:
-            continue
+        s = int(best_state.loc[m]) if anchored else int(pinned_state.loc[m])
         mine = rows.loc[rows.state_pos == s]
-        if mine.empty:
-            continue  # no run to anchor on (e.g. every run held out): centred
+        if not anchored or mine.empty:
+            out["anchor_state"][k] = int(pinned_state.loc[m]) + 1
+            continue  # centred (no run to anchor on, e.g. every run held out)
+        out["anchor_state"][k] = s + 1
         runs = mine.groupby("run_id").bench_pos.first().rename("bench_pos").reset_index()
         runs["bench_runs"] = bench_runs[runs.bench_pos.to_numpy(int)]
         best = runs.sort_values(["bench_runs", "run_id"], ascending=[False, True]).run_id.iloc[0]

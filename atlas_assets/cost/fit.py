@@ -1,7 +1,13 @@
 """Fit stan/cost.stan through the project's engine interface, gate it, and write a self-contained fit folder.
 
     python -m atlas_assets.cost.fit --observations cost_observations.csv --out DIR [--engine pystan] \
-        [--chains 4 --warmup 1000 --draws 1000 --seed N]
+        [--chains 4 --warmup 1000 --draws 1000 --seed N --adapt-delta 0.95 --max-treedepth 10] \
+        [--stan-file COPY.stan] [--drop-runs 0.1 --drop-seed N] [--save-warmup]
+
+Sampler options override config/cost.yaml's for this run; `--stan-file` fits another copy of the program (an
+experiment: a running fit re-reads its file); `--drop-runs F --drop-seed N` fits the observations without a seeded
+random share F of their runs, whole runs, the reference state's kept (a simulated refresh: heldout.drop_runs);
+`--save-warmup` keeps the warmup's sampler statistics so the leapfrog count includes warmup.
 
 Writes under DIR: posterior.nc (ArviZ), diagnostics.json (the capability fit's gates: R-hat, bulk/tail ESS,
 divergences, E-BFMI, over state costs, benchmark levels, spreads and noise scales; the reference state's
@@ -44,7 +50,8 @@ class LoadedCostFit:
 
 
 def sample_cost_posterior(ci: CostInput, cfg: Mapping[str, Any], *, log: Callable[[str], None] = print,
-                          engine: str | None = None, sampler: Mapping[str, Any] | None = None):
+                          engine: str | None = None, sampler: Mapping[str, Any] | None = None,
+                          save_warmup: bool = False):
     """NUTS on the cost data (atlas_assets.model.engines.fit_model); returns the FitResult."""
     from atlas_assets.model.engines import fit_model
 
@@ -52,7 +59,8 @@ def sample_cost_posterior(ci: CostInput, cfg: Mapping[str, Any], *, log: Callabl
     return fit_model(cost_stan_file(cfg), ci.data, chains=int(smp["chains"]), warmup=int(smp["warmup"]),
                      draws=int(smp["draws"]), seed=int(smp["seed"]), engine=engine or smp.get("engine", "auto"),
                      init=float(smp.get("init_radius", 0.5)), adapt_delta=float(smp["adapt_delta"]),
-                     max_treedepth=int(smp["max_treedepth"]), log=log, coords=ci.coords(), dims=ci.dims())
+                     max_treedepth=int(smp["max_treedepth"]), log=log, coords=ci.coords(), dims=ci.dims(),
+                     save_warmup=save_warmup)
 
 
 def cost_diagnostics(idata, ci: CostInput, cfg: Mapping[str, Any]) -> dict:
@@ -72,7 +80,7 @@ def cost_diagnostics(idata, ci: CostInput, cfg: Mapping[str, Any]) -> dict:
 
 
 def run_cost_fit(observations: pd.DataFrame, out_dir: str | Path, cfg: Mapping[str, Any] | None = None, *,
-                 log: Callable[[str], None] = print, engine: str | None = None) -> dict:
+                 log: Callable[[str], None] = print, engine: str | None = None, save_warmup: bool = False) -> dict:
     """Build data, fit, gate, write the folder; returns the summary dict (`passes` says whether it may publish)."""
     t0 = time.perf_counter()
     cfg = dict(cfg) if cfg is not None else load_cost_config()
@@ -87,7 +95,7 @@ def run_cost_fit(observations: pd.DataFrame, out_dir: str | Path, cfg: Mapping[s
     for name, frame in (("states", ci.states), ("models", ci.models), ("benchmarks", ci.benchmarks),
                         ("evaluators", ci.evaluators)):
         frame.to_csv(out / f"index_{name}.csv", index=False)
-    res = sample_cost_posterior(ci, cfg, log=log, engine=engine)
+    res = sample_cost_posterior(ci, cfg, log=log, engine=engine, save_warmup=save_warmup)
     res.idata.to_netcdf(str(out / "posterior.nc"))
     diag = cost_diagnostics(res.idata, ci, cfg)
     diag.update(engine=res.engine, compile_seconds=res.compile_seconds, compiled_from_cache=res.compiled_from_cache,
@@ -98,6 +106,12 @@ def run_cost_fit(observations: pd.DataFrame, out_dir: str | Path, cfg: Mapping[s
         "passes": diag["passes"], "max_rhat": diag["max_rhat"], "min_ess_bulk": diag["min_ess_bulk"],
         "min_ess_tail": diag["min_ess_tail"], "divergences": diag["divergences"], "min_ebfmi": diag["min_ebfmi"],
         "engine": res.engine, "sample_seconds": round(res.sample_seconds, 1),
+        "sampler": {k: cfg["sampler"][k] for k in ("chains", "warmup", "draws", "seed", "adapt_delta", "max_treedepth")},
+        # leapfrog steps (gradient evaluations) do not depend on the machine's load, seconds do
+        "leapfrog_sampling": int(res.idata.sample_stats["n_steps"].values.sum()),
+        "leapfrog_total": res.n_gradient_evals if save_warmup else None,
+        "mean_leapfrog_per_draw": diag["mean_leapfrog_per_draw"], "step_size_per_chain": diag["step_size_per_chain"],
+        "treedepth_hits": diag["treedepth_hits"],
         "wall_seconds": round(diag["wall_seconds"], 1), "n_rows": d["N"], "n_runs": int(ci.observations.run_id.nunique()),
         "n_states": d["S"], "n_models": d["M"], "n_benchmarks": d["J"], "n_evaluators": d["E"],
         "stan_sha256": res.stan_sha256, "out_dir": str(out),
@@ -164,12 +178,29 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--config", default=None)
     p.add_argument("--engine", default=None, choices=["auto", "pystan", "cmdstanpy"])
-    for k in ("chains", "warmup", "draws", "seed"):
+    for k in ("chains", "warmup", "draws", "seed", "max-treedepth"):
         p.add_argument(f"--{k}", type=int)
+    p.add_argument("--adapt-delta", type=float)
+    p.add_argument("--stan-file", default=None, help="fit this copy of the program instead of config's stan_file")
+    p.add_argument("--drop-runs", type=float, default=0.0, help="drop this share of the runs (simulated refresh)")
+    p.add_argument("--drop-seed", type=int, default=None, help="seed of the runs dropped (required with --drop-runs)")
+    p.add_argument("--save-warmup", action="store_true", help="keep warmup sampler stats (leapfrog count with warmup)")
     args = p.parse_args(argv)
-    overrides = {"sampler": {k: getattr(args, k) for k in ("chains", "warmup", "draws", "seed") if getattr(args, k) is not None}}
-    cfg = load_cost_config(args.config, overrides if overrides["sampler"] else None)
+    names = ("chains", "warmup", "draws", "seed", "adapt_delta", "max_treedepth")
+    overrides: dict[str, Any] = {"sampler": {k: getattr(args, k) for k in names if getattr(args, k) is not None}}
+    if args.stan_file:
+        overrides["stan_file"] = str(Path(args.stan_file).resolve())
+    cfg = load_cost_config(args.config, {k: v for k, v in overrides.items() if v} or None)
     obs = pd.read_csv(args.observations)
+    if args.drop_runs:
+        if args.drop_seed is None:
+            p.error("--drop-runs needs --drop-seed (the simulated refresh is a seeded draw)")
+        from atlas_assets.cost.heldout import drop_runs
+
+        before = obs.run_id.nunique()
+        obs = drop_runs(obs, cfg, args.drop_runs, args.drop_seed)
+        print(f"dropped {before - obs.run_id.nunique()} of {before} runs (seed {args.drop_seed}): "
+              f"{len(obs)} rows, {obs.run_id.nunique()} runs left", file=sys.stderr)
 
     from dagster_pipes import PipesEnvVarParamsLoader, open_dagster_pipes
 
@@ -179,7 +210,8 @@ def main(argv=None) -> int:
     if PipesEnvVarParamsLoader().is_dagster_pipes_process():
         with open_dagster_pipes() as pipes:
             try:
-                summary = run_cost_fit(obs, args.out, cfg, log=pipes.log.info, engine=args.engine)
+                summary = run_cost_fit(obs, args.out, cfg, log=pipes.log.info, engine=args.engine,
+                                       save_warmup=args.save_warmup)
                 try:
                     pipes.report_asset_materialization(metadata=_pipes_metadata(summary))
                 except Exception as exc:  # noqa: BLE001 - launched outside an asset
@@ -194,7 +226,7 @@ def main(argv=None) -> int:
         logger.addHandler(handler)
         logger.propagate = False
         try:
-            run_cost_fit(obs, args.out, cfg, log=logger.info, engine=args.engine)
+            run_cost_fit(obs, args.out, cfg, log=logger.info, engine=args.engine, save_warmup=args.save_warmup)
         finally:
             shutdown_pystan_workers()
     return 0

@@ -31,6 +31,21 @@ def assign_folds(observations: pd.DataFrame, cfg: Mapping[str, Any], folds: int,
     return observations.run_id.map(fold_of_run).fillna(-1).astype(int).where(~is_ref, -1)
 
 
+def drop_runs(observations: pd.DataFrame, cfg: Mapping[str, Any], fraction: float, seed: int) -> pd.DataFrame:
+    """The observations without a seeded random `fraction` of their runs (whole runs: every row reporting one run
+    goes together, so each remaining run still weighs 1): a simulated refresh, to check the sampler settings on
+    data they were not tuned on. The reference state's runs are never dropped (without them the cost scale is
+    undefined and the fit is refused, no substitute); the count is round(fraction x the other runs)."""
+    if not 0 <= fraction < 1:
+        raise ValueError(f"fraction of runs to drop must be in [0, 1), not {fraction}")
+    ref = cfg["reference"]
+    is_ref = (observations.model == ref["model"]) & (observations.reasoning_state == ref["reasoning_state"])
+    runs = sorted(set(observations.loc[~is_ref, "run_id"]) - set(observations.loc[is_ref, "run_id"]))
+    rng = np.random.default_rng(seed)
+    dropped = set(rng.choice(np.array(runs, dtype=object), size=int(round(fraction * len(runs))), replace=False))
+    return observations.loc[~observations.run_id.isin(dropped)].reset_index(drop=True)
+
+
 def _weighted_rmse(error: np.ndarray, weight: np.ndarray) -> float:
     return float(np.sqrt(np.sum(weight * error ** 2) / np.sum(weight)))
 
