@@ -143,7 +143,7 @@ class PilotPreconditioner(Strict):
     # with coordinates the earlier posterior cannot inform, the main fit adapts a diagonal metric over this warmup
     main_warmup_unmatched: int = Field(default=300, ge=0)
     # a warm start with more coordinates new since the earlier fit than this takes the pilot route instead
-    warm_max_new: int = Field(default=0, ge=0)
+    warm_max_new: int | None = Field(default=0, ge=0)
     shrinkage: Number = Field(ge=0, le=1)
     # at most this many earlier draws estimate the map's covariance (evenly spaced over the chains)
     max_draws: int = Field(default=1000, ge=2)
@@ -454,6 +454,9 @@ class RefitSampler(Strict):
     draws: int = Field(ge=50)
     adapt_delta: Number = Field(gt=0.5, lt=1)
     rhat_warn: Number = Field(gt=1)
+    # the main fit's metric in a fold (model.yaml `main_adapt.metric` otherwise): a fold's data differ from the
+    # production fit's by far more than a nightly refresh's, which the identity metric cannot absorb
+    metric: Literal["diag_e", "unit_e"] | None = None
 
 
 class ForwardStudy(Strict):

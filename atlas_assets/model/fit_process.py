@@ -135,7 +135,8 @@ def sample_posterior(si, cfg: Mapping[str, Any], *, log: Callable[[str], None] =
         earlier = load_fit(warm_from)
         source = (earlier.idata.posterior, earlier.stan_input, f"earlier fit {Path(warm_from).name}")
         _, matched = precondition.transported_draws(earlier.idata.posterior, earlier.stan_input, si, max_draws=2)
-        fallback = declined_warm_start(pcfg, matched, Path(warm_from).name)
+        fallback = declined_warm_start(pcfg, matched | precondition.standard_normal_mask(si.data),
+                                       Path(warm_from).name)
         if fallback:
             log(f"warm start declined: {fallback}")
             source, warm_from, earlier = None, None, None
@@ -186,7 +187,7 @@ def sample_posterior(si, cfg: Mapping[str, Any], *, log: Callable[[str], None] =
     adapt = main_adaptation(pcfg, earlier.idata if warm_from is not None else None)
     if adapt:
         info["main_adapt"] = adapt
-    metric, warmup, note = main_metric(pcfg, pc.matched, warmup)
+    metric, warmup, note = main_metric(pcfg, pc.matched | precondition.standard_normal_mask(si.data), warmup)
     if note:
         info["unmatched"] = note
         log(f"main fit: {note}")
@@ -212,27 +213,30 @@ def main_adaptation(pcfg: Mapping[str, Any], earlier_idata=None) -> dict:
     return adapt
 
 
-def declined_warm_start(pcfg: Mapping[str, Any], matched: np.ndarray, earlier: str) -> str | None:
-    """Why a warm start from `earlier` gives way to the pilot route, or None. Coordinates the earlier posterior
-    cannot inform (a model, state or family new since) enter the map at a prior-like place and scale; measured,
-    such a warm start cost more than the pilot route (395k against ~270k leapfrog steps, the 04-14 fit onto the
-    04-17 panel, 15 of 574 coordinates new), so more than `warm_max_new` of them (default 0) decline it."""
-    new = int(np.sum(~np.asarray(matched)))
-    if pcfg.get("mode") != "pilot" or new <= int(pcfg.get("warm_max_new", 0)):
+def declined_warm_start(pcfg: Mapping[str, Any], placed: np.ndarray, earlier: str) -> str | None:
+    """Why a warm start from `earlier` gives way to the pilot route, or None. `placed`: coordinates the earlier
+    posterior informs, or whose prior is std_normal (precondition.standard_normal_mask: they enter the map at their
+    prior exactly). Others new since (a model, state or family) enter at a prior-like place and scale; measured,
+    such a warm start cost more than the pilot route (395k against ~290k leapfrog steps, the 04-14 fit onto the
+    04-17 panel, 15 of 574 coordinates new), so more than `warm_max_new` of them (default 0; None: no limit, a
+    validation fold) decline it."""
+    new = int(np.sum(~np.asarray(placed)))
+    limit = pcfg.get("warm_max_new", 0)
+    if pcfg.get("mode") != "pilot" or limit is None or new <= int(limit):
         return None
-    return f"pilot: {new} coordinates new since {earlier} (warm_max_new {pcfg.get('warm_max_new', 0)})"
+    return f"pilot: {new} coordinates new since {earlier} (warm_max_new {limit})"
 
 
-def main_metric(pcfg: Mapping[str, Any], matched: np.ndarray, warmup: int) -> tuple[str, int, str | None]:
+def main_metric(pcfg: Mapping[str, Any], placed: np.ndarray, warmup: int) -> tuple[str, int, str | None]:
     """(metric, warmup, note) of the whitened main fit. The configured metric (`main_adapt.metric`), unless some
     coordinates are new since the earlier posterior: those sit in the map at a prior-like place and scale, which a
     fixed metric cannot rescale (measured: step size 0.017, tree depth 8, warm from the 04-14 fit onto the 04-17
     panel), so Stan's windowed diagonal adaptation does, over `main_warmup_unmatched` iterations."""
     metric = str((pcfg.get("main_adapt") or {}).get("metric", "diag_e"))
-    if metric == "diag_e" or np.all(matched):
+    if metric == "diag_e" or np.all(placed):
         return metric, warmup, None
     warmup = max(warmup, int(pcfg.get("main_warmup_unmatched", 300)))
-    return "diag_e", warmup, f"{int(np.sum(~np.asarray(matched)))} coordinates new since the earlier posterior: " \
+    return "diag_e", warmup, f"{int(np.sum(~np.asarray(placed)))} coordinates new since the earlier posterior: " \
                              f"diag_e, warmup {warmup}"
 
 

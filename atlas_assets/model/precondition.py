@@ -217,6 +217,17 @@ def _log_scales(get: dict, previous: StanInput, current: StanInput, n: int) -> n
     return out
 
 
+# blocks whose prior is std_normal (the non-centred per-model and per-state terms): a coordinate no earlier draw
+# informs enters the map at its prior exactly (loc 0, scale 1), which the identity metric samples as well as the rest
+STANDARD_NORMAL_BLOCKS = ("amp_z", "curv_z", "dev_z")
+
+
+def standard_normal_mask(data: dict) -> np.ndarray:
+    """(P,) bool: the stacked coordinates in STANDARD_NORMAL_BLOCKS."""
+    sizes = block_sizes(data)
+    return np.concatenate([np.full(sizes[name], name in STANDARD_NORMAL_BLOCKS) for name in BLOCKS])
+
+
 def unmatched_scales(current: StanInput, config: dict) -> np.ndarray:
     """Prior-like scale of each stacked coordinate, for coordinates no earlier draw informs."""
     pre = config.get("parametrization", {}).get("preconditioning", {}) or {}

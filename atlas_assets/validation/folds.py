@@ -58,7 +58,13 @@ def refit_config(production_config: Mapping[str, Any], validation_cfg: Mapping[s
     smp = cfg["sampler"]
     smp.update(chains=int(r["chains"]), draws=int(r["draws"]), adapt_delta=float(r["adapt_delta"]))
     smp["seed"] = int(smp["seed"]) + 1 + int(hashlib.sha256(fold.encode()).hexdigest()[:6], 16) % 100_000
-    smp.setdefault("precondition", {})["main_warmup"] = int(r["warmup"])
+    pcfg = smp.setdefault("precondition", {})
+    pcfg["main_warmup"] = int(r["warmup"])
+    # a fold is a measurement, always warm from the production fit: coordinates it adds (a state whose pinned
+    # sibling lost its cells) never send it to a pilot (model.yaml `warm_max_new` is the nightly refit's rule)
+    pcfg["warm_max_new"] = None
+    if r.get("metric"):
+        pcfg["main_adapt"] = {**(pcfg.get("main_adapt") or {}), "metric": r["metric"]}
     return cfg
 
 

@@ -237,3 +237,26 @@ def test_a_warm_start_with_new_coordinates_gives_way_to_the_pilot():
     assert declined_warm_start({**pcfg, "warm_max_new": 3}, np.array([True, False, True, True]), "fit-a") is None
     # without a pilot to fall back to, the warm start stays
     assert declined_warm_start({"mode": "none"}, np.zeros(4, bool), "fit-a") is None
+
+
+def test_new_standard_normal_coordinates_keep_a_warm_start_and_the_identity_metric():
+    # a validation fold whose masked cells move a model's pinned state adds one per-state deviation (dev_z): its
+    # prior is std_normal, so it enters the map at its prior exactly and the warm route stays (measured on the
+    # real panel, sending such folds to the pilot route cost 130k-530k leapfrog steps instead of ~55k)
+    from atlas_assets.model.fit_process import declined_warm_start, main_metric
+
+    data = {"M": 6, "M_ref": 3, "J": 4, "J_b": 2, "L": 1, "K_off": 1, "J_r": 0, "A": 2, "D": 3}
+    mask = precondition.standard_normal_mask(data)
+    sizes = precondition.block_sizes(data)
+    assert mask.sum() == sizes["amp_z"] + sizes["curv_z"] + sizes["dev_z"] == 7 and len(mask) == sum(sizes.values())
+    assert mask[-sizes["dev_z"]:].all() and not mask[:sizes["theta_ref_raw"] + sizes["pin_free"]].any()
+    new_deviation = np.ones(len(mask), bool)
+    new_deviation[-1] = False                         # the last dev_z has no earlier draw
+    pcfg = {"mode": "pilot", "warm_max_new": 0, "main_adapt": {"metric": "unit_e"}}
+    assert declined_warm_start(pcfg, new_deviation, "fit-a").startswith("pilot: 1 coordinates new")
+    assert declined_warm_start(pcfg, new_deviation | mask, "fit-a") is None
+    assert main_metric(pcfg, new_deviation | mask, 150) == ("unit_e", 150, None)
+    new_capability = new_deviation | mask
+    new_capability[sizes["theta_ref_raw"]] = False   # a new free state's capability: not its prior's place
+    assert declined_warm_start(pcfg, new_capability | mask, "fit-a").startswith("pilot: 1 coordinates new")
+    assert declined_warm_start({**pcfg, "warm_max_new": None}, new_capability, "fit-a") is None

@@ -171,3 +171,18 @@ def test_a_thinned_models_evidence_does_not_depend_on_which_others_are_thinned(c
     # the same evidence and held-out cells as in the all-thinned design: the two designs compare on identical cells
     assert (half.evidence[thinned] == everything.evidence[thinned]).all()
     assert (half.heldout[thinned] == everything.heldout[thinned]).all()
+
+
+def test_a_fold_refit_is_always_warm_with_the_configured_metric():
+    from atlas_assets.model.stan_data import load_model_config
+    from atlas_assets.validation.folds import refit_config
+
+    production = load_model_config()
+    validation = load_validation_config(overrides={"refit": {"metric": "diag_e", "warmup": 150, "draws": 250}})
+    refit = refit_config(production, validation, "masked_2")
+    pcfg = refit["sampler"]["precondition"]
+    assert pcfg["warm_max_new"] is None and pcfg["main_adapt"]["metric"] == "diag_e" and pcfg["main_warmup"] == 150
+    assert production["sampler"]["precondition"]["warm_max_new"] == 0          # the production config is untouched
+    assert refit["sampler"]["seed"] != refit_config(production, validation, "masked_3")["sampler"]["seed"]
+    plain = refit_config(production, load_validation_config(overrides={"refit": {"metric": None}}), "masked_2")
+    assert plain["sampler"]["precondition"]["main_adapt"] == production["sampler"]["precondition"]["main_adapt"]
