@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 import numpy as np
@@ -270,9 +270,24 @@ def masked_state_split(observations: pd.DataFrame, cfg: Mapping[str, Any], refer
 def make_split(fold: str, observations: pd.DataFrame, cfg: Mapping[str, Any],
                references: list[tuple[str, str]], pinned: set[tuple[str, str]] | None = None) -> Split:
     """The split of one partition key (see `fold_keys`). `pinned`: the production fit's pinned states (the
-    masked-state study never hides one: the model's gauge)."""
+    masked-state study never hides one: the model's gauge).
+
+    The seeded draws run over the cells in name order (KEY), never in the rows' order: modeled_observations comes
+    from DuckDB in no fixed order, and the same cells must give the same split (and fold fingerprint) every run.
+    The masks returned are aligned with `observations` as given."""
     if fold not in fold_keys(cfg):
         raise ValueError(f"unknown validation fold {fold!r}; the config defines {fold_keys(cfg)}")
+    order = np.lexsort([observations[c].astype(str).to_numpy() for c in reversed(KEY)])  # stable; model first
+    split = _split_in_name_order(fold, observations.iloc[order].reset_index(drop=True), cfg, references, pinned)
+    back = np.empty_like(order)
+    back[order] = np.arange(len(order))
+    restore = lambda values: None if values is None else np.asarray(values)[back]  # noqa: E731
+    return replace(split, heldout=restore(split.heldout), dropped=restore(split.dropped),
+                   evidence=restore(split.evidence), path=restore(split.path))
+
+
+def _split_in_name_order(fold: str, observations: pd.DataFrame, cfg: Mapping[str, Any],
+                         references: list[tuple[str, str]], pinned: set[tuple[str, str]] | None) -> Split:
     if fold in ("forward", "forward_strict"):
         return forward_split(observations, cfg, references, strict=fold == "forward_strict")
     if fold == "forward_thin":
