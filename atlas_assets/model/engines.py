@@ -235,11 +235,7 @@ def log_density_gradients(stan_file: str | Path, data: Mapping[str, Any], uncons
     source = Path(stan_file).read_text()
     unconstrained = np.atleast_2d(np.asarray(unconstrained, dtype=float))
     if select_engine(engine) == "pystan":
-        import stan
-
-        _patient_stanc()
-        _patient_pystan_client()
-        model = stan.build(source, data=_jsonable(dict(data)))
+        model = _pystan_build(source, _jsonable(dict(data)), log)
         return (np.array([model.log_prob(row.tolist()) for row in unconstrained]),
                 np.array([model.grad_log_prob(row.tolist()) for row in unconstrained]))
     import json
@@ -407,20 +403,27 @@ def _discard_interrupted_pystan_build(source: str, log: LogFn) -> None:
         shutil.rmtree(folder)
 
 
-def _fit_pystan(source, data, chains, warmup, draws, seed, init, adapt_delta, max_treedepth, log, save_warmup,
-                adapt=None):
+def _pystan_build(source: str, data: dict, log: LogFn, seed: int | None = None):
+    """stan.build with the PyStan guards every caller needs (stanc and client without timeouts, an interrupted
+    build discarded): sampling and the gradients at given points go through this one door."""
     import stan
-    import stan.common
-    import stan.fit
 
     _patient_stanc()
     _patient_pystan_client()
     _discard_interrupted_pystan_build(source, log)
+    return stan.build(source, data=data, **({} if seed is None else {"random_seed": seed}))
+
+
+def _fit_pystan(source, data, chains, warmup, draws, seed, init, adapt_delta, max_treedepth, log, save_warmup,
+                adapt=None):
+    import stan.common
+    import stan.fit
+
     data = _jsonable(dict(data))
     cached = pystan_is_cached(source)
     log("PyStan: compiled model found in httpstan cache" if cached else "PyStan: compiling (not cached)")
     t0 = time.perf_counter()
-    model = stan.build(source, data=data, random_seed=int(seed))
+    model = _pystan_build(source, data, log, seed=int(seed))
     compile_s = time.perf_counter() - t0
     log(f"PyStan: build took {compile_s:.1f}s")
 
