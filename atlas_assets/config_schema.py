@@ -139,6 +139,9 @@ class PilotPreconditioner(Strict):
     pilot_draws: int = Field(ge=2)
     pilot_adapt_delta: Number | None = Field(default=None, gt=0, lt=1)   # default: the sampler's
     pilot_max_treedepth: int | None = Field(default=None, ge=1)         # default: the sampler's
+    # at most this many pilot rounds: another one (through the last one's map) while the pilot's draws are not
+    # typical of the posterior (their gradients have a mean; CmdStan only, where the gradients are computed)
+    pilot_rounds: int = Field(default=1, ge=1)
     main_warmup: int = Field(ge=0)
     # with coordinates the earlier posterior cannot inform, the main fit adapts a diagonal metric over this warmup
     main_warmup_unmatched: int = Field(default=300, ge=0)

@@ -156,12 +156,65 @@ def sample_posterior(si, cfg: Mapping[str, Any], *, log: Callable[[str], None] =
                         init=float(smp.get("init_radius", 0.5)), **common)
         return res, {"mode": "none"}
     posterior, earlier_si, label = source
+    rounds = int(pcfg.get("pilot_rounds", 1)) if pilot is not None else 1
+    extra_pilots = []
+    for round_no in range(1, rounds + 1):
+        pc, info = _map_from(posterior, earlier_si, label, si, cfg, pcfg, common, log)
+        typical = (info.get("stiffness") or {}).get("typical", True)
+        if typical or round_no == rounds:
+            break
+        # the pilot stopped short of the typical set (its draws' gradients have a mean, measured: a 2x simulated
+        # panel's pilot left the main fit at step size 0.014 and tree depth 10): another pilot round, started from
+        # those draws through their map, with a diagonal metric to rescale what the map got wrong
+        log(f"pilot draws not typical of the posterior: pilot round {round_no + 1} through their map")
+        again = fit_model(stan_file(cfg), {**si.data, **pc.data()}, chains=int(pcfg["pilot_chains"]),
+                          warmup=int(pcfg["pilot_warmup"]), draws=int(pcfg["pilot_draws"]), seed=seed + 7919 + round_no,
+                          init=pc.inits(int(pcfg["pilot_chains"])), metric="diag_e", **pilot_common)
+        extra_pilots.append(again)
+        posterior, earlier_si, label = again.idata.posterior, si, f"pilot fit (round {round_no + 1})"
+    if fallback:
+        info["warm_declined"] = fallback
+    if pilot is not None:
+        info["pilot_rounds"] = 1 + len(extra_pilots)
+    data = {**si.data, **pc.data()}
+    warmup = int(pcfg.get("main_warmup", smp["warmup"])) if pcfg.get("mode") == "pilot" or warm_from else int(smp["warmup"])
+    adapt = main_adaptation(pcfg, earlier.idata if warm_from is not None else None)
+    if adapt:
+        info["main_adapt"] = adapt
+    metric, warmup, note = main_metric(pcfg, pc.matched | precondition.standard_normal_mask(si.data), warmup)
+    if note:
+        info["unmatched"] = note
+        log(f"main fit: {note}")
+    if not typical and metric != "diag_e":
+        # draws off this posterior's centre leave the map's scales wrong, which a fixed metric cannot repair
+        # (measured: step size 0.014-0.017, tree depth 8-10): the diagonal is adapted instead
+        warmup = max(warmup, int(pcfg.get("main_warmup_unmatched", 300)))
+        metric = "diag_e"
+        info["untypical"] = f"the map's draws are not typical of this posterior: diag_e, warmup {warmup}"
+        log(f"main fit: {info['untypical']}")
+    res = fit_model(stan_file(cfg), data, chains=chains, warmup=warmup, draws=draws, seed=seed,
+                    init=pc.inits(chains), adapt=adapt, metric=metric, **common)
+    if pilot is not None:
+        pilots = [pilot, *extra_pilots]
+        pilot_steps = sum(int(p.n_gradient_evals or 0) for p in pilots)
+        pilot_seconds = sum(p.sample_seconds for p in pilots)
+        res.n_gradient_evals = int(res.n_gradient_evals or 0) + pilot_steps
+        res.sample_seconds += pilot_seconds
+        res.compile_seconds += pilot.compile_seconds
+        info.update(pilot_gradient_evals=pilot_steps, pilot_seconds=round(pilot_seconds, 1))
+    res.settings = {**res.settings, "main_warmup": warmup, "precondition": info}
+    return res, info
+
+
+def _map_from(posterior, earlier_si, label: str, si, cfg: Mapping[str, Any], pcfg: Mapping[str, Any],
+              common: Mapping[str, Any], log: Callable[[str], None]):
+    """The affine map of `posterior` carried to this data, shrunk along its stiff directions (CmdStan); (map, info)."""
+    from atlas_assets.model import precondition
+
     pc = precondition.build_preconditioner(posterior, earlier_si, si, dict(cfg),
                                            shrinkage=float(pcfg.get("shrinkage", 0.1)),
                                            max_draws=int(pcfg.get("max_draws", 1000)))
-    info = {"mode": "warm" if warm_from is not None else "pilot", "from": label, **precondition.summary(pc)}
-    if fallback:
-        info["warm_declined"] = fallback
+    info = {"mode": "pilot" if label.startswith("pilot") else "warm", "from": label, **precondition.summary(pc)}
     stiff = pcfg.get("stiffness") or {}
     if stiff.get("draws") and select_engine(common["engine"]) != "cmdstanpy":
         # PyStan computes a gradient per HTTP call (minutes for 1,000 draws) and samples with diag_e, whose
@@ -182,24 +235,7 @@ def sample_posterior(si, cfg: Mapping[str, Any], *, log: Callable[[str], None] =
         log(f"stiffness correction: {stiff_info}")
     log(f"preconditioner from the {label}: {info['matched']} of {info['P']} coordinates carried over, largest "
         f"correlation eigenvalue {info['largest_correlation_eigenvalue']:.1f}")
-    data = {**si.data, **pc.data()}
-    warmup = int(pcfg.get("main_warmup", smp["warmup"])) if pcfg.get("mode") == "pilot" or warm_from else int(smp["warmup"])
-    adapt = main_adaptation(pcfg, earlier.idata if warm_from is not None else None)
-    if adapt:
-        info["main_adapt"] = adapt
-    metric, warmup, note = main_metric(pcfg, pc.matched | precondition.standard_normal_mask(si.data), warmup)
-    if note:
-        info["unmatched"] = note
-        log(f"main fit: {note}")
-    res = fit_model(stan_file(cfg), data, chains=chains, warmup=warmup, draws=draws, seed=seed,
-                    init=pc.inits(chains), adapt=adapt, metric=metric, **common)
-    if pilot is not None:
-        res.n_gradient_evals = int(res.n_gradient_evals or 0) + int(pilot.n_gradient_evals or 0)
-        res.sample_seconds += pilot.sample_seconds
-        res.compile_seconds += pilot.compile_seconds
-        info.update(pilot_gradient_evals=pilot.n_gradient_evals, pilot_seconds=round(pilot.sample_seconds, 1))
-    res.settings = {**res.settings, "main_warmup": warmup, "precondition": info}
-    return res, info
+    return pc, info
 
 
 def main_adaptation(pcfg: Mapping[str, Any], earlier_idata=None) -> dict:

@@ -313,6 +313,7 @@ def stiffness_correction(pc: Preconditioner, gradients: np.ndarray, max_rank: in
     off_centre = float(np.sum(gradients.mean(axis=0) ** 2) / np.mean(norms ** 2))
     if off_centre > max_mean_share:
         return pc, {"gradient_draws": int(n), "directions_shrunk": 0, "mean_share": round(off_centre, 3),
+                    "typical": False,
                     "skipped": f"the gradient's mean is {off_centre:.0%} of its second moment (> "
                                f"{max_mean_share:.0%}): the earlier draws are not typical of this posterior"}
     cap = np.quantile(norms, clip_quantile)
@@ -324,7 +325,7 @@ def stiffness_correction(pc: Preconditioner, gradients: np.ndarray, max_rank: in
     scale = np.maximum(lam[keep] ** -0.25, 1.0 / max_shrink)
     s = np.eye(P) + (vec[:, keep] * (scale - 1)) @ vec[:, keep].T
     corrected = Preconditioner(loc=pc.loc, chol=pc.chol @ s, matched=pc.matched, draws=pc.draws)
-    info = {"gradient_draws": int(n), "mean_share": round(off_centre, 4), "noise_edge": round(float(edge), 2),
+    info = {"gradient_draws": int(n), "typical": True, "mean_share": round(off_centre, 4), "noise_edge": round(float(edge), 2),
             "directions_shrunk": int(len(keep)),
             "largest_stiffness": round(float(lam[-1]), 2), "median_stiffness": round(float(np.median(lam)), 3),
             "gradient_norm_clip": round(float(cap), 1), "smallest_scale": round(float(scale.min()), 3) if len(keep) else 1.0}
