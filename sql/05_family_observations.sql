@@ -152,13 +152,23 @@ family_uses_component AS (
 SELECT * FROM family_uses_component;
 
 CREATE OR REPLACE TEMP TABLE _family_scaled AS
-SELECT *,
-       CASE kind
-           WHEN 'bounded' THEN least(greatest((score - range_min) / (range_max - range_min), 0.0), 1.0)
-           ELSE (score - avg(score) OVER (PARTITION BY benchmark)) / stddev_samp(score) OVER (PARTITION BY benchmark)
+-- a rating benchmark's mean and sd are taken over its rows in a fixed order: a window aggregate sums in the order
+-- the rows arrive, so its last bits (and with them a seeded NUTS trajectory) changed from run to run
+WITH benchmark_moments AS (
+    SELECT benchmark, avg(score ORDER BY model, reasoning_state) AS mean_score,
+           stddev_samp(score ORDER BY model, reasoning_state) AS sd_score
+    FROM _family_decisions
+    WHERE reason IS NULL
+    GROUP BY benchmark
+)
+SELECT d.*,
+       CASE d.kind
+           WHEN 'bounded' THEN least(greatest((d.score - d.range_min) / (d.range_max - d.range_min), 0.0), 1.0)
+           ELSE (d.score - m.mean_score) / m.sd_score
        END AS u_benchmark
-FROM _family_decisions
-WHERE reason IS NULL;
+FROM _family_decisions AS d
+LEFT JOIN benchmark_moments AS m USING (benchmark)
+WHERE d.reason IS NULL;
 
 CREATE OR REPLACE TABLE family_observations AS
 -- one benchmark behind every observation (the family's selected one): no aggregation
@@ -170,15 +180,21 @@ WITH observations AS (
            1 AS n_components, selection, [benchmark] AS benchmarks, n_configs::INTEGER AS n_configs, row_keys,
            verification_class
     FROM _family_scaled
+),
+-- in a fixed order, as above
+family_moments AS (
+    SELECT family, avg(u ORDER BY model, reasoning_state) AS mean_u, stddev_samp(u ORDER BY model, reasoning_state) AS sd_u
+    FROM observations
+    GROUP BY family
 )
 SELECT o.model, o.reasoning_state, o.family, o.kind,
        CASE WHEN o.kind = 'rating'
-            THEN coalesce((o.u - avg(o.u) OVER w) / nullif(stddev_samp(o.u) OVER w, 0), 0.0)
+            THEN coalesce((o.u - m.mean_u) / nullif(m.sd_u, 0), 0.0)
             ELSE o.u END AS u,
        o.correct, o.items, o.floor, o.n_components::INTEGER AS n_components,
        o.selection, o.benchmarks, o.n_configs, o.row_keys, o.verification_class
 FROM observations AS o
-WINDOW w AS (PARTITION BY o.family);
+LEFT JOIN family_moments AS m USING (family);
 
 DELETE FROM audit_exclusions WHERE stage = 'family_observations';
 INSERT INTO audit_exclusions

@@ -75,17 +75,24 @@ kept AS (
 observations AS (
     SELECT f.* FROM family_observations AS f SEMI JOIN kept USING (model, family)
     WHERE f.reasoning_state <> 'unknown'
+),
+-- a rating family's mean and sd over the kept rows in a fixed order: a window aggregate sums in the order the rows
+-- arrive, and its last bits (and with them a seeded NUTS trajectory) changed from run to run
+family_moments AS (
+    SELECT family, avg(u ORDER BY model, reasoning_state) AS mean_u, stddev_samp(u ORDER BY model, reasoning_state) AS sd_u
+    FROM observations
+    GROUP BY family
 )
 SELECT o.model, o.reasoning_state, o.family, o.kind,
        CASE WHEN o.kind = 'rating'
-            THEN coalesce((o.u - avg(o.u) OVER w) / nullif(stddev_samp(o.u) OVER w, 0), 0.0)
+            THEN coalesce((o.u - s.mean_u) / nullif(s.sd_u, 0), 0.0)
             ELSE o.u END AS u,
        o.correct, o.items, o.floor, o.n_components,
        m.released_on,
        o.selection, o.benchmarks, o.n_configs, o.row_keys, o.verification_class
 FROM observations AS o
 LEFT JOIN registry_models AS m USING (model)
-WINDOW w AS (PARTITION BY o.family);
+LEFT JOIN family_moments AS s USING (family);
 
 DELETE FROM audit_exclusions WHERE stage = 'modeled_observations';
 INSERT INTO audit_exclusions
