@@ -47,13 +47,18 @@ def parse_set(values: list[str]) -> dict:
     return out
 
 
+def cell_study_rows(metrics: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the cell studies (and of their paths, `forward_thin:fit`, ...)."""
+    return metrics[metrics["study"].str.split(":").str[0].isin(CELL_STUDIES)]
+
+
 SEED_COLUMNS = ["n_cells", "rmse_points", "crps", "coverage_50", "coverage_90", "coverage_95", "z_sd"]
 
 
 def across_seeds(per_seed: pd.DataFrame) -> pd.DataFrame:
     """Cell studies' metrics over split seeds: per study (and path) and method, the mean of each metric over the
     seeds, the sd and range of the 90% coverage, and the cell-weighted pooled 90% coverage."""
-    cells = per_seed[per_seed["study"].str.split(":").str[0].isin(CELL_STUDIES)].dropna(subset=["coverage_90"])
+    cells = cell_study_rows(per_seed).dropna(subset=["coverage_90"])
     grouped = cells.groupby(["study", "method"], sort=False)
     out = grouped[SEED_COLUMNS].mean()
     out["seeds"] = grouped.size()
@@ -84,7 +89,7 @@ def main() -> int:
         per_seed.append(run_once(args, fit_dir, cfg, args.out / f"seed-{seed}").assign(seed=seed))
     per_seed = pd.concat(per_seed, ignore_index=True)
     per_seed.to_csv(args.out / "validation_metrics_by_seed.csv", index=False)
-    cells = per_seed[per_seed["study"].str.split(":").str[0].isin(CELL_STUDIES)]
+    cells = cell_study_rows(per_seed)
     print("\n== 90% coverage per split seed (bounded cells) ==")
     print(cells.pivot_table(index=["study", "method"], columns="seed", values="coverage_90", sort=False).round(3).to_string())
     summary = across_seeds(per_seed)
@@ -138,7 +143,7 @@ def run_once(args, fit_dir: Path, cfg: dict, out: Path) -> pd.DataFrame:
     cols = ["study", "method", "n_cells", "share_predicted", "rmse_points", "mae_points", "crps", "spearman",
             "coverage_50", "coverage_90", "coverage_95", "z_sd"]
     # each cell study, and each path of one (forward_thin:fit, forward_thin:calibrate_in, ...)
-    cells = metrics[metrics["study"].str.split(":").str[0].isin(CELL_STUDIES)].reindex(columns=cols)
+    cells = cell_study_rows(metrics).reindex(columns=cols)
     if len(cells):
         print("\n== held-out cells: model vs baselines (bounded families, points = 100 x unit) ==")
         print(cells.round(4).to_string(index=False))

@@ -147,9 +147,13 @@ def sample_posterior(si, cfg: Mapping[str, Any], *, log: Callable[[str], None] =
         # far too small, from running 1,023-step trajectories
         pilot_common = {**common, "adapt_delta": float(pcfg.get("pilot_adapt_delta", common["adapt_delta"])),
                         "max_treedepth": int(pcfg.get("pilot_max_treedepth", common["max_treedepth"]))}
-        pilot = fit_model(stan_file(cfg), si.data, chains=int(pcfg["pilot_chains"]), warmup=int(pcfg["pilot_warmup"]),
-                          draws=int(pcfg["pilot_draws"]), seed=seed + 7919, init=float(smp.get("init_radius", 0.5)),
-                          **pilot_common)
+
+        def run_pilot(data: dict, init, round_no: int, **metric):
+            return fit_model(stan_file(cfg), data, chains=int(pcfg["pilot_chains"]), warmup=int(pcfg["pilot_warmup"]),
+                             draws=int(pcfg["pilot_draws"]), seed=seed + 7918 + round_no, init=init,
+                             **metric, **pilot_common)
+
+        pilot = run_pilot(si.data, float(smp.get("init_radius", 0.5)), 1)
         source = (pilot.idata.posterior, si, "pilot fit")
     if source is None:
         res = fit_model(stan_file(cfg), si.data, chains=chains, warmup=int(smp["warmup"]), draws=draws, seed=seed,
@@ -167,9 +171,7 @@ def sample_posterior(si, cfg: Mapping[str, Any], *, log: Callable[[str], None] =
         # panel's pilot left the main fit at step size 0.014 and tree depth 10): another pilot round, started from
         # those draws through their map, with a diagonal metric to rescale what the map got wrong
         log(f"pilot draws not typical of the posterior: pilot round {round_no + 1} through their map")
-        again = fit_model(stan_file(cfg), {**si.data, **pc.data()}, chains=int(pcfg["pilot_chains"]),
-                          warmup=int(pcfg["pilot_warmup"]), draws=int(pcfg["pilot_draws"]), seed=seed + 7919 + round_no,
-                          init=pc.inits(int(pcfg["pilot_chains"])), metric="diag_e", **pilot_common)
+        again = run_pilot({**si.data, **pc.data()}, pc.inits(int(pcfg["pilot_chains"])), round_no + 1, metric="diag_e")
         extra_pilots.append(again)
         posterior, earlier_si, label = again.idata.posterior, si, f"pilot fit (round {round_no + 1})"
     if fallback:
@@ -181,17 +183,11 @@ def sample_posterior(si, cfg: Mapping[str, Any], *, log: Callable[[str], None] =
     adapt = main_adaptation(pcfg, earlier.idata if warm_from is not None else None)
     if adapt:
         info["main_adapt"] = adapt
-    metric, warmup, note = main_metric(pcfg, pc.matched | precondition.standard_normal_mask(si.data), warmup)
+    metric, warmup, note = main_metric(pcfg, pc.matched | precondition.standard_normal_mask(si.data), warmup,
+                                       typical=typical)
     if note:
-        info["unmatched"] = note
+        info["unmatched" if typical else "untypical"] = note
         log(f"main fit: {note}")
-    if not typical and metric != "diag_e":
-        # draws off this posterior's centre leave the map's scales wrong, which a fixed metric cannot repair
-        # (measured: step size 0.014-0.017, tree depth 8-10): the diagonal is adapted instead
-        warmup = max(warmup, int(pcfg.get("main_warmup_unmatched", 300)))
-        metric = "diag_e"
-        info["untypical"] = f"the map's draws are not typical of this posterior: diag_e, warmup {warmup}"
-        log(f"main fit: {info['untypical']}")
     res = fit_model(stan_file(cfg), data, chains=chains, warmup=warmup, draws=draws, seed=seed,
                     init=pc.inits(chains), adapt=adapt, metric=metric, **common)
     if pilot is not None:
@@ -263,17 +259,21 @@ def declined_warm_start(pcfg: Mapping[str, Any], placed: np.ndarray, earlier: st
     return f"pilot: {new} coordinates new since {earlier} (warm_max_new {limit})"
 
 
-def main_metric(pcfg: Mapping[str, Any], placed: np.ndarray, warmup: int) -> tuple[str, int, str | None]:
-    """(metric, warmup, note) of the whitened main fit. The configured metric (`main_adapt.metric`), unless some
-    coordinates are new since the earlier posterior: those sit in the map at a prior-like place and scale, which a
-    fixed metric cannot rescale (measured: step size 0.017, tree depth 8, warm from the 04-14 fit onto the 04-17
-    panel), so Stan's windowed diagonal adaptation does, over `main_warmup_unmatched` iterations."""
+def main_metric(pcfg: Mapping[str, Any], placed: np.ndarray, warmup: int,
+                typical: bool = True) -> tuple[str, int, str | None]:
+    """(metric, warmup, note) of the whitened main fit. The configured metric (`main_adapt.metric`), unless the map
+    has scales a fixed metric cannot rescale, so Stan's windowed diagonal adaptation does, over
+    `main_warmup_unmatched` iterations: coordinates new since the earlier posterior sit in the map at a prior-like
+    place and scale (measured: step size 0.017, tree depth 8, warm from the 04-14 fit onto the 04-17 panel), and a map
+    from draws not `typical` of this posterior is off throughout (a 2x simulated panel: step size 0.014, depth 10)."""
     metric = str((pcfg.get("main_adapt") or {}).get("metric", "diag_e"))
-    if metric == "diag_e" or np.all(placed):
+    if metric == "diag_e" or (np.all(placed) and typical):
         return metric, warmup, None
     warmup = max(warmup, int(pcfg.get("main_warmup_unmatched", 300)))
-    return "diag_e", warmup, f"{int(np.sum(~np.asarray(placed)))} coordinates new since the earlier posterior: " \
-                             f"diag_e, warmup {warmup}"
+    why = [] if typical else ["the map's draws are not typical of this posterior"]
+    if not np.all(placed):
+        why.append(f"{int(np.sum(~np.asarray(placed)))} coordinates new since the earlier posterior")
+    return "diag_e", warmup, f"{'; '.join(why)}: diag_e, warmup {warmup}"
 
 
 def run_fit(

@@ -3,6 +3,7 @@
 import copy
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from atlas_assets.model import precondition
@@ -32,13 +33,20 @@ def test_helmert_coordinates_invert_the_programs_map():
         assert np.isclose(np.linalg.norm(w[row]), np.linalg.norm(x[row]))
 
 
+def small_panel() -> tuple[dict, pd.DataFrame]:
+    """The packaged model config and a small simulated panel (30 models, 7 families, ~220 observations) whose display
+    references the config names."""
+    config = load_model_config()
+    observations, truth = simulate_panel(n_models=30, n_families=7, target_obs=220, seed=4, config=config)
+    config["display"]["reference"] = simulated_references(observations, truth)
+    return config, observations
+
+
 @pytest.fixture(scope="module")
 def small_fit():
     from atlas_assets.model.fit_process import sample_posterior
 
-    config = load_model_config()
-    observations, truth = simulate_panel(n_models=30, n_families=7, target_obs=220, seed=4, config=config)
-    config["display"]["reference"] = simulated_references(observations, truth)
+    config, observations = small_panel()
     config["sampler"].update(chains=2, warmup=300, draws=300, engine="pystan")
     # the plain program (no preconditioner): the reference the preconditioned fit is compared with below. Under the
     # packaged `precondition.mode: pilot` this fit was itself a pilot + preconditioned fit (~200k leapfrog steps
@@ -109,9 +117,7 @@ def test_the_production_route_samples_the_same_posterior():
 
     if not cmdstan_available():
         pytest.skip("no CmdStan: the unit metric and the log_prob gradients are CmdStan's")
-    config = load_model_config()
-    observations, truth = simulate_panel(n_models=30, n_families=7, target_obs=220, seed=4, config=config)
-    config["display"]["reference"] = simulated_references(observations, truth)
+    config, observations = small_panel()
     stan_input = build_stan_data(observations, config)
     plain_cfg = copy.deepcopy(config)
     plain_cfg["sampler"].update(chains=2, warmup=300, draws=400, engine="cmdstanpy")
@@ -140,9 +146,7 @@ def test_a_preconditioned_fit_runs_when_the_trailing_blocks_are_empty():
     # (A = 0): the stacked vector ends before those blocks, and the program must not slice past its end
     from atlas_assets.model.fit_process import sample_posterior
 
-    config = load_model_config()
-    observations, truth = simulate_panel(n_models=30, n_families=7, target_obs=220, seed=4, config=config)
-    config["display"]["reference"] = simulated_references(observations, truth)
+    config, observations = small_panel()
     refs = {(r["model"], r["reasoning_state"]) for r in config["display"]["reference"].values()}
     pinned = build_stan_data(observations, config).states.query("pinned")
     keep = {(m, r) for m, r in zip(pinned["model"], pinned["reasoning_state"])} | refs
@@ -275,9 +279,7 @@ def test_a_pilot_short_of_the_typical_set_gets_another_round_then_a_diagonal_met
 
     if not cmdstan_available():
         pytest.skip("no CmdStan: the typicality test needs the log_prob gradients")
-    config = load_model_config()
-    observations, truth = simulate_panel(n_models=30, n_families=7, target_obs=220, seed=4, config=config)
-    config["display"]["reference"] = simulated_references(observations, truth)
+    config, observations = small_panel()
     stan_input = build_stan_data(observations, config)
     config["sampler"].update(chains=2, draws=40, engine="cmdstanpy")
     config["sampler"]["precondition"].update(pilot_chains=2, pilot_warmup=40, pilot_draws=40, main_warmup=40,
