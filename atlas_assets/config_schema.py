@@ -130,6 +130,14 @@ class Stiffness(Strict):
     clip_quantile: Number = Field(default=0.95, gt=0, le=1)
 
 
+class PreconditionerMap(Strict):
+    """The form of the affine map (precondition.build_preconditioner): dense, or diagonal plus low rank."""
+
+    form: Literal["dense", "low_rank"] = "dense"
+    max_rank: int = Field(default=50, ge=0)           # low_rank: at most this many correlated directions
+    min_eigenvalue: Number = Field(default=2.0, ge=1)  # low_rank: ... whose correlation eigenvalue exceeds this
+
+
 class PilotPreconditioner(Strict):
     """A short pilot fit whose posterior preconditions the main fit (atlas_assets/model/precondition.py)."""
 
@@ -158,6 +166,7 @@ class PilotPreconditioner(Strict):
     # gradients at this many earlier draws shrink the map along directions stiffer than the draws' covariance
     # (precondition.stiffness_correction); absent or 0: off
     stiffness: Stiffness | None = None
+    map: PreconditionerMap | None = None
 
 
 

@@ -108,13 +108,20 @@ def scaling_figures(factors: list[float], cfg: dict, seed: int) -> list[dict]:
         obs, truth = simulate_panel(seed=seed, config=cfg, **size)
         run_cfg = {**cfg, "display": {**cfg["display"], "reference": simulated_references(obs, truth)}}
         si = build_stan_data(obs, run_cfg)
-        res, _ = sample_posterior(si, run_cfg, log=_quiet_log)
+        t0 = time.perf_counter()
+        res, info = sample_posterior(si, run_cfg, log=_quiet_log)
+        wall = time.perf_counter() - t0
         diag = fit_diagnostics(res.idata, run_cfg["diagnostics"], max_treedepth=int(run_cfg["sampler"]["max_treedepth"]))
         rows.append({"factor": factor, "observations": si.data["N"], "parameters": int(si.data["S"] + 3 * si.data["J"]),
+                     "coordinates": info.get("P"), "map": info.get("form"),
                      "leapfrog": res.n_gradient_evals, "sample_seconds": round(res.sample_seconds, 1),
+                     # sampling plus everything around it: the map's construction, the gradients of the stiffness
+                     # step, reading the draws (compilation is cached)
+                     "wall_seconds": round(wall, 1),
                      "ms_per_gradient_cpu": round(1000 * res.sample_seconds * min(2, int(run_cfg["sampler"]["chains"]))
                                                   / res.n_gradient_evals, 3),
-                     "min_ess_bulk": round(diag["min_ess_bulk"]), "passes": diag["passes"]})
+                     "min_ess_bulk": round(diag["min_ess_bulk"]), "max_rhat": round(diag["max_rhat"], 4),
+                     "divergences": diag["divergences"], "passes": diag["passes"]})
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -159,7 +166,7 @@ def main(argv=None) -> int:
         rows = scaling_figures([float(f) for f in args.scaling.split(",")], cfg, args.seed)
         shutdown_pystan_workers()
         n = np.log([r["observations"] for r in rows])
-        for key in ("sample_seconds", "leapfrog"):
+        for key in ("sample_seconds", "wall_seconds", "leapfrog", "ms_per_gradient_cpu"):
             slope = np.polyfit(n, np.log([r[key] for r in rows]), 1)[0] if len(rows) > 1 else float("nan")
             print(f"exponent of {key} in observations: {slope:.2f}")
         if args.json:

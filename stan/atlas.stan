@@ -18,7 +18,9 @@
 // (all non-centred: step 0.02-0.03, tree depth 7-8, 3x the gradients).
 // Production samples through the affine preconditioner below (P_pc > 0):
 // every unconstrained block and every positive scale (softplus link) whitened
-// by an earlier posterior, then shrunk along its stiff directions.
+// by an earlier posterior (its marginal sds and its widest correlated
+// directions, a diagonal-plus-low-rank map), then shrunk along its stiff
+// directions.
 
 functions {
   // Isometric map from R^(n-1) onto the sum-to-zero subspace of R^n using the
@@ -150,17 +152,27 @@ data {
 
   // ---- affine preconditioner from an earlier posterior (0 = off) ------------
   // The unconstrained blocks listed in transformed parameters, stacked in that
-  // order (P_pc = their total length), are x = pc_loc + pc_chol * pc_z with
-  // pc_z the sampled coordinates: pc_loc and pc_chol are an earlier fit's
-  // posterior mean and a square root of its (shrunk) covariance, carried to
-  // this data by name and shrunk along directions where the log density is
-  // stiffer than that covariance (atlas_assets/model/precondition.py). A
-  // constant Jacobian, so the posterior is unchanged; the sampler sees a
-  // near-isotropic posterior in which the slow top-tail direction is one unit
-  // coordinate.
+  // order (P_pc = their total length), are x = pc_loc + A pc_z with pc_z the
+  // sampled coordinates: pc_loc and A are an earlier fit's posterior mean and
+  // a square root of its (shrunk) covariance, carried to this data by name and
+  // shrunk along directions where the log density is stiffer than that
+  // covariance (atlas_assets/model/precondition.py). A constant Jacobian, so
+  // the posterior is unchanged; the sampler sees a near-isotropic posterior in
+  // which the slow top-tail direction is one unit coordinate. A comes in one
+  // of two forms:
+  //  - dense (P_dense = P_pc): A = pc_chol, O(P^2) per gradient;
+  //  - diagonal plus low rank (P_dense = 0): A = diag(pc_scale) (I + pc_left
+  //    pc_right_t), K_pc directions, O(P K) per gradient (docs/model.md: the
+  //    dense product and its copy onto Stan's arena made each gradient
+  //    superlinear in the panel's size).
   int<lower=0> P_pc;
   vector[P_pc] pc_loc;
-  matrix[P_pc, P_pc] pc_chol;
+  int<lower=0> P_dense;
+  matrix[P_dense, P_dense] pc_chol;
+  vector[P_dense > 0 ? 0 : P_pc] pc_scale;
+  int<lower=0> K_pc;
+  matrix[P_dense > 0 ? 0 : P_pc, K_pc] pc_left;
+  matrix[K_pc, P_dense > 0 ? 0 : P_pc] pc_right_t;
   // how the preconditioned block reaches the positive scales: 0 = exp (log
   // scale), 1 = softplus. A scale whose upper tail the likelihood bounds
   // (hurdle_b: P(zero) at very negative eta; curv_sd) meets that bound
@@ -190,6 +202,8 @@ transformed data {
   int n_scale = 7 + K_off + J_r;
   if (use_pc && P_pc != (M_ref - 1) + (M - M_ref) + 2 * J + J_b + L + K_off + 4 + n_scale + 2 * A + D)
     reject("P_pc must equal the stacked length of the preconditioned blocks");
+  if (P_dense != 0 && P_dense != P_pc)
+    reject("P_dense must be 0 (diagonal plus low-rank map) or P_pc (dense map)");
   for (m in 1:(M - M_ref)) free_pin1[m] = free_pin_setting[m] + 1;
   for (s in 1:S) {
     set1[s] = state_setting[s] + 1;
@@ -263,7 +277,13 @@ transformed parameters {
     vector[n_scale] scales;
     if (use_pc) {
       // stacking order: shared with precondition.BLOCKS in Python
-      vector[P_pc] x = pc_loc + pc_chol * pc_z;
+      vector[P_pc] x;
+      if (P_dense > 0)
+        x = pc_loc + pc_chol * pc_z;
+      else if (K_pc > 0)
+        x = pc_loc + pc_scale .* (pc_z + pc_left * (pc_right_t * pc_z));
+      else
+        x = pc_loc + pc_scale .* pc_z;
       int at = 1;
       theta_ref_raw = x[at:(at + M_ref - 2)]; at += M_ref - 1;
       pin_free = x[at:(at + M - M_ref - 1)]; at += M - M_ref;

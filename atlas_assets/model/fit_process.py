@@ -207,9 +207,12 @@ def _map_from(posterior, earlier_si, label: str, si, cfg: Mapping[str, Any], pcf
     """The affine map of `posterior` carried to this data, shrunk along its stiff directions (CmdStan); (map, info)."""
     from atlas_assets.model import precondition
 
+    form = pcfg.get("map") or {}
     pc = precondition.build_preconditioner(posterior, earlier_si, si, dict(cfg),
                                            shrinkage=float(pcfg.get("shrinkage", 0.1)),
-                                           max_draws=int(pcfg.get("max_draws", 1000)))
+                                           max_draws=int(pcfg.get("max_draws", 1000)),
+                                           form=str(form.get("form", "dense")), max_rank=int(form.get("max_rank", 50)),
+                                           min_eigenvalue=float(form.get("min_eigenvalue", 2.0)))
     info = {"mode": "pilot" if label.startswith("pilot") else "warm", "from": label, **precondition.summary(pc)}
     stiff = pcfg.get("stiffness") or {}
     if stiff.get("draws") and select_engine(common["engine"]) != "cmdstanpy":
@@ -229,8 +232,9 @@ def _map_from(posterior, earlier_si, label: str, si, cfg: Mapping[str, Any], pcf
             clip_quantile=float(stiff.get("clip_quantile", 0.95)))
         info["stiffness"] = stiff_info
         log(f"stiffness correction: {stiff_info}")
-    log(f"preconditioner from the {label}: {info['matched']} of {info['P']} coordinates carried over, largest "
-        f"correlation eigenvalue {info['largest_correlation_eigenvalue']:.1f}")
+    log(f"preconditioner from the {label}: {info['matched']} of {info['P']} coordinates carried over, {info['form']} map"
+        f"{'' if info['form'] == 'dense' else ' of rank ' + str(info['rank'])}, largest correlation eigenvalue "
+        f"{info['largest_correlation_eigenvalue']:.1f}")
     return pc, info
 
 

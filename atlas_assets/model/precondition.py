@@ -1,8 +1,9 @@
 """An affine preconditioner for stan/atlas.stan from an earlier posterior, carried to new data by name.
 
 The program's unconstrained blocks (BLOCKS, stacked in this order) can be sampled as
-x = pc_loc + pc_chol @ pc_z. With pc_loc and pc_chol the mean and a Cholesky factor of
-an earlier posterior's covariance of x, the sampler sees a near-isotropic posterior: the
+x = pc_loc + A pc_z. With pc_loc and A the mean and a square root of an earlier posterior's
+covariance of x (a Cholesky factor, or the diagonal-plus-low-rank form the program applies
+in time linear in the number of coordinates), the sampler sees a near-isotropic posterior: the
 slow direction of the real panel (the top tail of capability stretching against the
 discriminations of the families that measure it, docs/model.md) becomes one unit-scale
 coordinate that a diagonal metric handles, under PyStan as well as CmdStan. The map has a
@@ -46,17 +47,71 @@ def block_sizes(data: dict) -> dict[str, int]:
 
 @dataclass
 class Preconditioner:
+    """The map x = loc + A z, in one of two forms (the program's `P_dense` switch):
+    dense, A = chol (P x P); or diagonal plus low rank, A = diag(scale) (I + left @ right.T) with left and right
+    P x K, which the program applies in O(P K) per gradient instead of O(P^2)."""
+
     loc: np.ndarray             # (P,)
-    chol: np.ndarray            # (P, P) the map: lower triangular, or not once stiffness_correction shaped it
     matched: np.ndarray         # (P,) bool: coordinate carried over from the earlier posterior
     draws: np.ndarray           # (n, P) the transported draws (unmatched coordinates at loc)
+    chol: np.ndarray | None = None    # dense form: (P, P), lower triangular until stiffness_correction shapes it
+    scale: np.ndarray | None = None   # low-rank form: (P,)
+    left: np.ndarray | None = None    # low-rank form: (P, K)
+    right: np.ndarray | None = None   # low-rank form: (P, K)
+
+    @property
+    def dense(self) -> bool:
+        return self.chol is not None
+
+    @property
+    def rank(self) -> int:
+        return 0 if self.dense else int(self.left.shape[1])
 
     def data(self) -> dict:
-        return {"P_pc": int(len(self.loc)), "pc_loc": self.loc.tolist(), "pc_chol": self.chol.tolist()}
+        P = int(len(self.loc))
+        if self.dense:
+            return {"P_pc": P, "pc_loc": self.loc.tolist(), "P_dense": P, "pc_chol": self.chol.tolist(),
+                    "pc_scale": [], "K_pc": 0, "pc_left": np.zeros((0, 0)), "pc_right_t": np.zeros((0, 0))}
+        return {"P_pc": P, "pc_loc": self.loc.tolist(), "P_dense": 0, "pc_chol": np.zeros((0, 0)),
+                "pc_scale": self.scale.tolist(), "K_pc": self.rank, "pc_left": self.left.tolist(),
+                "pc_right_t": self.right.T.tolist()}
+
+    def x(self, z: np.ndarray) -> np.ndarray:
+        """Points x (rows) of sampled coordinates z (rows): x = loc + A z."""
+        z = np.atleast_2d(z)
+        if self.dense:
+            return self.loc + z @ self.chol.T
+        return self.loc + self.scale * (z + (z @ self.right) @ self.left.T)
 
     def z(self, rows: np.ndarray) -> np.ndarray:
-        """The sampled coordinates pc_z of points x (rows): x = loc + chol @ z."""
-        return np.linalg.solve(self.chol, (np.atleast_2d(rows) - self.loc).T).T
+        """The sampled coordinates pc_z of points x (rows): x = loc + A z."""
+        y = np.atleast_2d(rows) - self.loc
+        if self.dense:
+            return np.linalg.solve(self.chol, y.T).T
+        # Woodbury: (I + L R')^-1 = I - L (I_K + R' L)^-1 R'
+        y = y / self.scale
+        core = np.eye(self.rank) + self.right.T @ self.left
+        return y - np.linalg.solve(core, (y @ self.right).T).T @ self.left.T
+
+    def matrix(self) -> np.ndarray:
+        """A as a dense P x P matrix (for summaries and tests; the program never forms it in the low-rank form)."""
+        if self.dense:
+            return self.chol
+        return self.scale[:, None] * (np.eye(len(self.loc)) + self.left @ self.right.T)
+
+    def scaled_along(self, directions: np.ndarray, factors: np.ndarray) -> "Preconditioner":
+        """The map A S with S = I + V diag(factors - 1) V' (V: orthonormal `directions`, P x k): A scaled by
+        `factors` along those directions of z. In the low-rank form the rank grows by k:
+        (I + L R')(I + V T V') = I + [L, (I + L R') V T] [R, V]'."""
+        t = np.asarray(factors, dtype=float) - 1.0
+        if self.dense:
+            s = np.eye(len(self.loc)) + (directions * t) @ directions.T
+            return Preconditioner(loc=self.loc, matched=self.matched, draws=self.draws, chol=self.chol @ s)
+        vt = directions * t
+        left = np.hstack([self.left, vt + self.left @ (self.right.T @ vt)])
+        right = np.hstack([self.right, directions])
+        return Preconditioner(loc=self.loc, matched=self.matched, draws=self.draws, scale=self.scale, left=left,
+                              right=right)
 
     def inits(self, chains: int, rng: np.random.Generator | None = None) -> list[dict]:
         """Per chain: an earlier draw (evenly spaced over the draws) as pc_z."""
@@ -256,34 +311,81 @@ def unmatched_locs(current: StanInput, config: dict) -> np.ndarray:
                            for name in BLOCKS])
 
 
+def top_eigenpairs(diagonal: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k largest eigenpairs (descending) of diag(diagonal) + rows' rows (rows: n x P), without forming the
+    P x P matrix when P is large (Lanczos, scipy.sparse.linalg.eigsh, O(n P) per product): the cost of the map's
+    construction then grows linearly in P, as its use in the program does."""
+    P = rows.shape[1]
+    k = min(k, P)
+    if P <= max(4 * k, 200):
+        lam, vec = np.linalg.eigh(np.diag(diagonal) + rows.T @ rows)
+        return lam[::-1][:k], vec[:, ::-1][:, :k]
+    from scipy.sparse.linalg import LinearOperator, eigsh
+
+    op = LinearOperator((P, P), matvec=lambda v: diagonal * v.ravel() + rows.T @ (rows @ v.ravel()), dtype=float)
+    lam, vec = eigsh(op, k=k, which="LA", v0=np.ones(P) / np.sqrt(P))
+    order = np.argsort(lam)[::-1]
+    return lam[order], vec[:, order]
+
+
 def build_preconditioner(previous_posterior, previous: StanInput, current: StanInput, config: dict,
-                         shrinkage: float = 0.1, max_draws: int = 1000) -> Preconditioner:
+                         shrinkage: float = 0.1, max_draws: int = 1000, form: str = "dense",
+                         max_rank: int = 50, min_eigenvalue: float = 2.0) -> Preconditioner:
     """Mean and shrunk covariance of the transported draws: (1 - a) S + a diag(S) on matched coordinates,
     unmatched ones uncorrelated at their prior-like scale, centred at 0 (or, for a new pinned state, at the
-    mean capability)."""
+    mean capability).
+
+    `form` "dense": A is the Cholesky factor of that covariance. "low_rank": A = diag(sd) (I + U (sqrt(lam) - 1) U')
+    over the at most `max_rank` eigenpairs (lam, U) of its correlation with lam > `min_eigenvalue`, the slow
+    directions the draws see; every other direction keeps its marginal sd (a diagonal metric). Directions stiffer
+    than that are found from gradients instead (stiffness_correction)."""
     draws, matched = transported_draws(previous_posterior, previous, current, max_draws)
     scales = unmatched_scales(current, config)
     loc = np.where(matched, np.nanmean(np.where(matched, draws, 0.0), axis=0), unmatched_locs(current, config))
     P = draws.shape[1]
-    cov = np.diag(scales ** 2)
-    if matched.any():
-        known = draws[:, matched]
-        sample = np.cov(known, rowvar=False)
-        sample = np.atleast_2d(sample)
-        shrunk = (1 - shrinkage) * sample + shrinkage * np.diag(np.diag(sample))
-        cov[np.ix_(matched, matched)] = shrunk
     # The radius of theta_ref_raw never reaches the likelihood (only its direction does) and transported
     # draws all sit on the sphere of radius sqrt(M_ref - 1): give the radial direction (the mean direction,
     # up to the small angular spread) the radial prior's variance, which the posterior has there.
     n_ref = block_sizes(current.data)["theta_ref_raw"]
+    radial = np.zeros(P)
     if n_ref and matched[:n_ref].all():
-        direction = loc[:n_ref] / np.linalg.norm(loc[:n_ref])
         radial_sd = float(config.get("parametrization", {}).get("radial_sd", 0.15)) or 1.0
-        cov[:n_ref, :n_ref] += radial_sd ** 2 * np.outer(direction, direction)
-    cov += 1e-8 * np.eye(P)
-    chol = np.linalg.cholesky(cov)
+        radial[:n_ref] = radial_sd * loc[:n_ref] / np.linalg.norm(loc[:n_ref])
     filled = np.where(matched, draws, loc)
-    return Preconditioner(loc=loc, chol=chol, matched=matched, draws=filled)
+    diag_part, rows = shrunk_covariance_parts(draws, matched, scales, radial, shrinkage)
+    if form == "dense":
+        chol = np.linalg.cholesky(np.diag(diag_part) + rows.T @ rows)
+        return Preconditioner(loc=loc, matched=matched, draws=filled, chol=chol)
+    if form != "low_rank":
+        raise ValueError(f"precondition map form must be dense or low_rank, not {form!r}")
+    sd, left, right = low_rank_root(diag_part, rows, max_rank, min_eigenvalue)
+    return Preconditioner(loc=loc, matched=matched, draws=filled, scale=sd, left=left, right=right)
+
+
+def shrunk_covariance_parts(draws: np.ndarray, matched: np.ndarray, unmatched_scale: np.ndarray,
+                            radial: np.ndarray, shrinkage: float) -> tuple[np.ndarray, np.ndarray]:
+    """The map's covariance as diag(diagonal) + rows' rows, never formed: (1 - a) S + a diag(S) over the matched
+    coordinates (S the draws' sample covariance, a = `shrinkage`), the radial direction's variance radial radial',
+    unmatched coordinates uncorrelated at `unmatched_scale` (plus 1e-8 on the diagonal)."""
+    centred = np.zeros((len(draws), len(matched)))
+    if matched.any():
+        centred[:, matched] = draws[:, matched] - draws[:, matched].mean(axis=0)
+    centred /= np.sqrt(max(len(draws) - 1, 1))
+    sample_var = (centred ** 2).sum(axis=0)
+    diagonal = np.where(matched, shrinkage * sample_var, unmatched_scale ** 2) + 1e-8
+    return diagonal, np.vstack([np.sqrt(1 - shrinkage) * centred, radial[None, :]])
+
+
+def low_rank_root(diagonal: np.ndarray, rows: np.ndarray, max_rank: int,
+                  min_eigenvalue: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sd, left, right) with diag(sd) (I + left right') a square root of the covariance diag(diagonal) + rows' rows
+    along its slow directions: sd the marginal sds, and (lam, U) the at most `max_rank` eigenpairs of the correlation
+    with lam > `min_eigenvalue`, left = U (sqrt(lam) - 1), right = U (every other direction of the correlation
+    is taken as 1: a diagonal metric there)."""
+    sd = np.sqrt(diagonal + (rows ** 2).sum(axis=0))
+    lam, vec = top_eigenpairs(diagonal / sd ** 2, rows / sd, max_rank)
+    keep = lam > min_eigenvalue
+    return sd, vec[:, keep] * (np.sqrt(lam[keep]) - 1), vec[:, keep]
 
 
 def stiffness_correction(pc: Preconditioner, gradients: np.ndarray, max_rank: int = 50,
@@ -318,25 +420,42 @@ def stiffness_correction(pc: Preconditioner, gradients: np.ndarray, max_rank: in
                                f"{max_mean_share:.0%}): the earlier draws are not typical of this posterior"}
     cap = np.quantile(norms, clip_quantile)
     clipped = gradients * np.minimum(1.0, cap / np.maximum(norms, 1e-300))[:, None]
-    cg = clipped.T @ clipped / n
-    lam, vec = np.linalg.eigh(cg)
+    # eigenpairs of E[g g'] = clipped' clipped / n
+    lam, vec = top_eigenpairs(np.zeros(P), clipped / np.sqrt(n), max_rank)
     edge = margin * (1 + np.sqrt(P / n)) ** 2
-    keep = np.flatnonzero(lam > edge)[::-1][:max_rank]
+    keep = np.flatnonzero(lam > edge)
     scale = np.maximum(lam[keep] ** -0.25, 1.0 / max_shrink)
-    s = np.eye(P) + (vec[:, keep] * (scale - 1)) @ vec[:, keep].T
-    corrected = Preconditioner(loc=pc.loc, chol=pc.chol @ s, matched=pc.matched, draws=pc.draws)
+    corrected = pc.scaled_along(vec[:, keep], scale)
     info = {"gradient_draws": int(n), "typical": True, "mean_share": round(off_centre, 4), "noise_edge": round(float(edge), 2),
             "directions_shrunk": int(len(keep)),
-            "largest_stiffness": round(float(lam[-1]), 2), "median_stiffness": round(float(np.median(lam)), 3),
+            "largest_stiffness": round(float(lam[0]), 2),
             "gradient_norm_clip": round(float(cap), 1), "smallest_scale": round(float(scale.min()), 3) if len(keep) else 1.0}
     return corrected, info
 
 
 def summary(pc: Preconditioner) -> dict:
-    """What the preconditioner carries: sizes and the largest posterior correlation eigenvalue it removes."""
-    cov = pc.chol @ pc.chol.T
-    sd = np.sqrt(np.diag(cov))
-    corr = cov / np.outer(sd, sd)
-    eig = np.linalg.eigvalsh(corr)
-    return {"P": int(len(pc.loc)), "matched": int(pc.matched.sum()), "largest_correlation_eigenvalue": float(eig[-1]),
-            "condition_number": float(eig[-1] / max(eig[0], 1e-12))}
+    """What the preconditioner carries: sizes, its form and rank, and the largest eigenvalue of the posterior
+    correlation it removes (of A A' scaled to unit diagonal; in the low-rank form without forming it)."""
+    if pc.dense:
+        cov = pc.chol @ pc.chol.T
+        sd = np.sqrt(np.diag(cov))
+        largest = float(np.linalg.eigvalsh(cov / np.outer(sd, sd))[-1])
+    else:
+        from scipy.sparse.linalg import LinearOperator, eigsh
+
+        # A A' = diag(s) (I + L R')(I + R L') diag(s); its diagonal from the rows of (I + L R')
+        gram = pc.right.T @ pc.right
+        sd = pc.scale * np.sqrt(1 + 2 * np.sum(pc.left * pc.right, axis=1) + np.sum((pc.left @ gram) * pc.left, axis=1))
+        w = pc.scale / sd
+
+        def corr_times(v):
+            u = w * v.ravel()
+            u = u + pc.right @ (pc.left.T @ u)     # (I + R L') u
+            return w * (u + pc.left @ (pc.right.T @ u))
+
+        P = len(pc.loc)
+        op = LinearOperator((P, P), matvec=corr_times, dtype=float)
+        largest = float(eigsh(op, k=1, which="LA", v0=np.ones(P) / np.sqrt(P))[0][0]) if P > 2 else float(
+            np.linalg.eigvalsh(np.column_stack([corr_times(e) for e in np.eye(P)]))[-1])
+    return {"P": int(len(pc.loc)), "matched": int(pc.matched.sum()), "form": "dense" if pc.dense else "low_rank",
+            "rank": pc.rank, "largest_correlation_eigenvalue": largest}

@@ -444,7 +444,12 @@ def build_stan_data(observations: pd.DataFrame, config: Mapping[str, Any] | None
         # affine preconditioner: off here; precondition.Preconditioner.data() switches it on
         "P_pc": 0,
         "pc_loc": [],
+        "P_dense": 0,
         "pc_chol": np.zeros((0, 0)),
+        "pc_scale": [],
+        "K_pc": 0,
+        "pc_left": np.zeros((0, 0)),
+        "pc_right_t": np.zeros((0, 0)),
         # under the preconditioner, the positive scales are reached by softplus or exp (docs/model.md)
         "scale_softplus": int(par.get("scale_link", "log") == "softplus"),
     }

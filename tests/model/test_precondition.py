@@ -161,7 +161,16 @@ def test_a_preconditioned_fit_runs_when_the_trailing_blocks_are_empty():
     assert info["mode"] == "pilot" and result.idata.posterior.sizes["draw"] == 60
 
 
-def test_stiffness_correction_shrinks_only_the_stiff_direction():
+def identity_map(P: int, form: str, draws: np.ndarray) -> precondition.Preconditioner:
+    """The identity map x = z in either of the program's forms."""
+    if form == "dense":
+        return precondition.Preconditioner(loc=np.zeros(P), chol=np.eye(P), matched=np.ones(P, bool), draws=draws)
+    return precondition.Preconditioner(loc=np.zeros(P), matched=np.ones(P, bool), draws=draws, scale=np.ones(P),
+                                       left=np.zeros((P, 0)), right=np.zeros((P, 0)))
+
+
+@pytest.mark.parametrize("form", ["dense", "low_rank"])
+def test_stiffness_correction_shrinks_only_the_stiff_direction(form):
     # draws whitened exactly, but the log density is 16 times stiffer than their covariance says along one
     # direction v: gradients -(I + 15 v v') z, so E[g g'] has eigenvalue 256 along v and 1 elsewhere
     rng = np.random.default_rng(3)
@@ -170,20 +179,99 @@ def test_stiffness_correction_shrinks_only_the_stiff_direction():
     v /= np.linalg.norm(v)
     z = rng.standard_normal((n, P))
     gradients = -(z + 15 * np.outer(z @ v, v))
-    pc = precondition.Preconditioner(loc=np.zeros(P), chol=np.eye(P), matched=np.ones(P, bool), draws=z[:5])
+    pc = identity_map(P, form, z[:5])
     corrected, info = precondition.stiffness_correction(pc, gradients, max_shrink=10, clip_quantile=1.0)
-    assert info["directions_shrunk"] == 1
+    assert info["directions_shrunk"] == 1 and corrected.dense == (form == "dense")
     # along v the map is scaled by 256^(-1/4) = 1/4 (the geometric mean of the draws' scale and the gradients')
-    assert np.allclose(corrected.chol @ v, 0.25 * v, atol=0.02)
+    assert np.allclose(corrected.matrix() @ v, 0.25 * v, atol=0.02)
     u = rng.standard_normal(P)
     u -= (u @ v) * v
-    assert np.allclose(corrected.chol @ u, u, atol=0.02 * np.linalg.norm(u))
+    assert np.allclose(corrected.matrix() @ u, u, atol=0.02 * np.linalg.norm(u))
     # never by more than 1 / max_shrink
     capped, _ = precondition.stiffness_correction(pc, gradients, max_shrink=2, clip_quantile=1.0)
-    assert np.allclose(capped.chol @ v, 0.5 * v, atol=0.02)
+    assert np.allclose(capped.matrix() @ v, 0.5 * v, atol=0.02)
     # a sample of plain Gaussian gradients has no eigenvalue above its noise edge: nothing changes
     same, info = precondition.stiffness_correction(pc, -z)
-    assert info["directions_shrunk"] == 0 and np.allclose(same.chol, np.eye(P))
+    assert info["directions_shrunk"] == 0 and np.allclose(same.matrix(), np.eye(P))
+
+
+def test_the_low_rank_map_composes_and_inverts_as_its_dense_matrix():
+    # x = loc + diag(s) (I + L R') z, then scaled along orthonormal V by factors f: A (I + V (f - 1) V')
+    rng = np.random.default_rng(6)
+    P, K = 60, 4
+    pc = precondition.Preconditioner(loc=rng.standard_normal(P), matched=np.ones(P, bool), draws=np.zeros((2, P)),
+                                     scale=rng.uniform(0.2, 3, P), left=0.5 * rng.standard_normal((P, K)),
+                                     right=np.linalg.qr(rng.standard_normal((P, K)))[0])
+    dense_a = np.diag(pc.scale) @ (np.eye(P) + pc.left @ pc.right.T)
+    z = rng.standard_normal((3, P))
+    assert np.allclose(pc.x(z), pc.loc + z @ dense_a.T)
+    assert np.allclose(pc.z(pc.x(z)), z)
+    v = np.linalg.qr(rng.standard_normal((P, 2)))[0]
+    scaled = pc.scaled_along(v, np.array([0.5, 1.7]))
+    assert scaled.rank == K + 2
+    assert np.allclose(scaled.matrix(), dense_a @ (np.eye(P) + (v * np.array([-0.5, 0.7])) @ v.T))
+    assert np.allclose(scaled.z(scaled.x(z)), z)
+    # the data the program reads: the same map, with the dense matrix empty
+    data = scaled.data()
+    assert data["P_dense"] == 0 and data["K_pc"] == K + 2 and np.shape(data["pc_right_t"]) == (K + 2, P)
+    assert np.allclose(np.asarray(data["pc_left"]) @ np.asarray(data["pc_right_t"]), scaled.left @ scaled.right.T)
+
+
+@pytest.mark.cmdstan
+def test_the_programs_low_rank_map_is_the_dense_map_it_stands_for():
+    # the program applies diag(s) (I + L R') z as two thin products: at the same z it must reach the same point x
+    # (the same log density) as the dense form given that matrix, and its gradient with respect to z must be the
+    # same A' grad_x. A transposed or misplaced factor would still sample the right posterior, only slowly, and
+    # the inits (Preconditioner.z) would land elsewhere; this is where such a slip shows.
+    from atlas_assets.model.engines import cmdstan_available, log_density_gradients
+    from atlas_assets.model.stan_data import stan_file
+
+    if not cmdstan_available():
+        pytest.skip("no CmdStan: log_prob and its gradients are CmdStan's")
+    config, observations = small_panel()
+    stan_input = build_stan_data(observations, config)
+    P = sum(precondition.block_sizes(stan_input.data).values())
+    rng = np.random.default_rng(8)
+    loc = 0.3 * rng.standard_normal(P)
+    n_ref = stan_input.data["M_ref"] - 1
+    loc[:n_ref] += 1.0        # capability direction at a radius the radial prior allows
+    low_rank = precondition.Preconditioner(
+        loc=loc, matched=np.ones(P, bool), draws=np.zeros((2, P)), scale=rng.uniform(0.05, 0.3, P),
+        left=0.3 * rng.standard_normal((P, 3)), right=np.linalg.qr(rng.standard_normal((P, 3)))[0])
+    dense = precondition.Preconditioner(loc=loc, matched=low_rank.matched, draws=low_rank.draws,
+                                        chol=low_rank.matrix())
+    z = 0.5 * rng.standard_normal((4, P))
+    lp_low, grad_low = log_density_gradients(stan_file(config), {**stan_input.data, **low_rank.data()}, z,
+                                             engine="cmdstanpy")
+    lp_dense, grad_dense = log_density_gradients(stan_file(config), {**stan_input.data, **dense.data()}, z,
+                                                 engine="cmdstanpy")
+    assert np.all(np.isfinite(lp_low))
+    assert np.allclose(lp_low, lp_dense, rtol=1e-9, atol=1e-7)
+    assert np.allclose(grad_low, grad_dense, rtol=1e-7, atol=1e-6)
+
+
+def test_the_low_rank_map_whitens_the_slow_directions_its_draws_show():
+    # draws from a posterior with three directions 40-80 times wider than the rest (in correlation units) and
+    # unequal marginal scales; the low-rank map keeps those directions (and a few sample-noise ones above the
+    # threshold) and leaves every other direction at its marginal sd
+    rng = np.random.default_rng(7)
+    P, n = 300, 1000
+    spikes = np.linalg.qr(rng.standard_normal((P, 3)))[0]
+    sd = rng.uniform(0.05, 2.0, P)
+    root = np.eye(P) + spikes @ np.diag(np.sqrt([80.0, 60.0, 40.0]) - 1) @ spikes.T
+    cov = np.diag(sd) @ root @ root.T @ np.diag(sd)
+    draws = rng.standard_normal((n, P)) @ root.T * sd
+    diag_part, rows = precondition.shrunk_covariance_parts(draws, np.ones(P, bool), np.ones(P), np.zeros(P), 0.2)
+    sd_hat, left, right = precondition.low_rank_root(diag_part, rows, max_rank=20, min_eigenvalue=2.0)
+    assert 3 <= left.shape[1] <= 20
+    a = np.diag(sd_hat) @ (np.eye(P) + left @ right.T)
+    whitened = np.linalg.solve(a, np.linalg.solve(a, cov).T)
+    corr = cov / np.outer(np.sqrt(np.diag(cov)), np.sqrt(np.diag(cov)))
+    assert np.linalg.eigvalsh(corr)[-1] > 40
+    assert np.linalg.eigvalsh(whitened)[-1] < 2.0
+    # a diagonal map alone (the marginal sds) leaves the wide directions wide
+    diagonal_only = cov / np.outer(sd_hat, sd_hat)
+    assert np.linalg.eigvalsh(diagonal_only)[-1] > 40
 
 
 def test_stiffness_correction_is_not_led_by_a_few_draws_at_a_wall():
@@ -194,12 +282,12 @@ def test_stiffness_correction_is_not_led_by_a_few_draws_at_a_wall():
     z = rng.standard_normal((n, P))
     gradients = -z.copy()
     gradients[:60, 0] = -500 * np.sqrt(P)
-    pc = precondition.Preconditioner(loc=np.zeros(P), chol=np.eye(P), matched=np.ones(P, bool), draws=z[:5])
+    pc = identity_map(P, "low_rank", z[:5])
     _, unclipped = precondition.stiffness_correction(pc, gradients, clip_quantile=1.0)
     corrected, info = precondition.stiffness_correction(pc, gradients, clip_quantile=0.95)
     assert unclipped["largest_stiffness"] > 1e5
     assert info["largest_stiffness"] < unclipped["largest_stiffness"] / 1000
-    assert corrected.chol[0, 0] >= 0.5
+    assert corrected.matrix()[0, 0] >= 0.5
 
 
 def test_scale_coordinates_invert_the_programs_links():
