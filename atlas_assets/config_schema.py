@@ -128,6 +128,8 @@ class Stiffness(Strict):
     max_rank: int = Field(default=50, ge=1)
     max_shrink: Number = Field(default=2.0, ge=1)
     clip_quantile: Number = Field(default=0.95, gt=0, le=1)
+    # draws whose gradients' mean carries more than this share of their second moment are not typical
+    max_mean_share: Number = Field(default=0.05, gt=0, le=1)
 
 
 class PreconditionerMap(Strict):

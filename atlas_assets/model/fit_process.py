@@ -229,7 +229,7 @@ def _map_from(posterior, earlier_si, label: str, si, cfg: Mapping[str, Any], pcf
                                       engine=common["engine"], log=log)
         pc, stiff_info = precondition.stiffness_correction(
             pc, grads, max_rank=int(stiff.get("max_rank", 50)), max_shrink=float(stiff.get("max_shrink", 2.0)),
-            clip_quantile=float(stiff.get("clip_quantile", 0.95)))
+            clip_quantile=float(stiff.get("clip_quantile", 0.95)), max_mean_share=float(stiff.get("max_mean_share", 0.05)))
         info["stiffness"] = stiff_info
         log(f"stiffness correction: {stiff_info}")
     log(f"preconditioner from the {label}: {info['matched']} of {info['P']} coordinates carried over, {info['form']} map"

@@ -308,6 +308,14 @@ def test_stiffness_correction_leaves_the_map_alone_when_the_draws_are_off_centre
     same, info = precondition.stiffness_correction(pc, gradients)
     assert info["directions_shrunk"] == 0 and "not typical" in info["skipped"]
     assert same is pc
+    # a milder offset, the mean a fifth of the second moment (a 4x simulated panel's pilot stopped there, 19.8%, and
+    # its map left the main fit at step size 0.018), is no typical sample either; the sampling noise of a typical one
+    # (1/n of the second moment) is
+    shifted = -z + np.sqrt(7.5 / P)
+    _, info = precondition.stiffness_correction(pc, shifted)
+    assert 0.15 < info["mean_share"] < 0.25 and info["typical"] is False
+    _, info = precondition.stiffness_correction(pc, -z)
+    assert info["typical"] is True and info["mean_share"] < 0.01
 
 
 def test_the_main_fit_adapts_a_diagonal_when_coordinates_are_new():
