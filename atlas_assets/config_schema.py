@@ -152,6 +152,7 @@ class PilotPreconditioner(Strict):
     # at most this many pilot rounds: another one (through the last one's map) while the pilot's draws are not
     # typical of the posterior (their gradients have a mean; CmdStan only, where the gradients are computed)
     pilot_rounds: int = Field(default=1, ge=1)
+    round_step_size: Number = Field(default=0.2, gt=0)   # first step size of a pilot round through a map
     main_warmup: int = Field(ge=0)
     # with coordinates the earlier posterior cannot inform, the main fit adapts a diagonal metric over this warmup
     main_warmup_unmatched: int = Field(default=300, ge=0)

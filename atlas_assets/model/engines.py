@@ -604,7 +604,8 @@ def _fit_cmdstanpy(stan_path, source, data, chains, warmup, draws, seed, init, a
     out_dir = Path(tempfile.mkdtemp(prefix="atlas_cmdstan_"))
     t1 = time.perf_counter()
     # CmdStanPy buffers its per-chain stdout files until a chain ends; its console lines come as CmdStan prints them
-    with contextlib.redirect_stdout(CmdStanConsoleProgress(log, sys.stdout)):
+    with contextlib.redirect_stdout(CmdStanConsoleProgress(log, sys.stdout)), \
+            _chain_failures_named(out_dir):
         fit = model.sample(
             data=_jsonable(dict(data)),
             chains=chains,
@@ -645,6 +646,36 @@ def _fit_cmdstanpy(stan_path, source, data, chains, warmup, draws, seed, init, a
                 warm[az_name] = _stat_cast(az_name, arr[:, :n_warm])
     shutil.rmtree(out_dir, ignore_errors=True)
     return posterior, stats, (warm or None), compile_s, sample_s, cached, []
+
+
+@contextlib.contextmanager
+def _chain_failures_named(out_dir: Path):
+    """Name the chains that failed and CmdStan's own reason. A chain whose step-size initialisation throws (e.g. an
+    overflow in a special function's gradient) exits with status 0 and a CSV without draws, and CmdStanPy then
+    fails with "Error in reading csv file", which says neither."""
+    try:
+        yield
+    except (RuntimeError, ValueError) as exc:
+        reasons = cmdstan_chain_errors(out_dir)
+        if not reasons:
+            raise
+        raise RuntimeError("CmdStan sampling failed: " + "; ".join(reasons) + f" (CmdStanPy: {exc})") from exc
+
+
+def cmdstan_chain_errors(out_dir: Path) -> list[str]:
+    """Per chain console file in `out_dir` (`*-stdout.txt`), its fatal lines ("Exception initializing step size."
+    and the exception after it, or an error line), as "chain K: ..."; informational rejections are left out."""
+    reasons = []
+    for path in sorted(Path(out_dir).glob("*-stdout.txt")):
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines()]
+        chain = next((line.split("=")[1].split()[0] for line in lines if line.startswith("id =")), path.stem)
+        fatal = [i for i, line in enumerate(lines) if line.startswith("Exception initializing")
+                 or line.lower().startswith("error") or "Initialization failed" in line]
+        if fatal:
+            i = fatal[0]
+            detail = next((line for line in lines[i + 1:] if line), "")
+            reasons.append(f"chain {chain}: {lines[i]} {detail}".strip())
+    return reasons
 
 
 CMDSTAN_PROGRESS = re.compile(r"Chain \[(\d+)\] Iteration:\s*(\d+)\s*/\s*(\d+).*\((Warmup|Sampling)\)")

@@ -148,10 +148,10 @@ def sample_posterior(si, cfg: Mapping[str, Any], *, log: Callable[[str], None] =
         pilot_common = {**common, "adapt_delta": float(pcfg.get("pilot_adapt_delta", common["adapt_delta"])),
                         "max_treedepth": int(pcfg.get("pilot_max_treedepth", common["max_treedepth"]))}
 
-        def run_pilot(data: dict, init, round_no: int, **metric):
+        def run_pilot(data: dict, init, round_no: int, **sampler_args):
             return fit_model(stan_file(cfg), data, chains=int(pcfg["pilot_chains"]), warmup=int(pcfg["pilot_warmup"]),
                              draws=int(pcfg["pilot_draws"]), seed=seed + 7918 + round_no, init=init,
-                             **metric, **pilot_common)
+                             **sampler_args, **pilot_common)
 
         pilot = run_pilot(si.data, float(smp.get("init_radius", 0.5)), 1)
         source = (pilot.idata.posterior, si, "pilot fit")
@@ -171,7 +171,11 @@ def sample_posterior(si, cfg: Mapping[str, Any], *, log: Callable[[str], None] =
         # panel's pilot left the main fit at step size 0.014 and tree depth 10): another pilot round, started from
         # those draws through their map, with a diagonal metric to rescale what the map got wrong
         log(f"pilot draws not typical of the posterior: pilot round {round_no + 1} through their map")
-        again = run_pilot({**si.data, **pc.data()}, pc.inits(int(pcfg["pilot_chains"])), round_no + 1, metric="diag_e")
+        # the first step size is the whitened scale's (~0.1-0.2), not Stan's default 1: from such draws a unit step
+        # can leap where the beta tail of an exact 1 overflows, an error that ends a chain before its first draw
+        # (measured: a 4x simulated panel's third round; docs/model.md, stop 23)
+        again = run_pilot({**si.data, **pc.data()}, pc.inits(int(pcfg["pilot_chains"])), round_no + 1, metric="diag_e",
+                          adapt={"step_size": float(pcfg.get("round_step_size", 0.2))})
         extra_pilots.append(again)
         posterior, earlier_si, label = again.idata.posterior, si, f"pilot fit (round {round_no + 1})"
     if fallback:

@@ -434,3 +434,30 @@ def test_fit_process_under_dagster_pipes(tmp_path):
     for key in ("passes", "max_rhat", "min_ess_bulk", "divergences", "engine", "out_dir"):
         assert key in md, sorted(md)
     assert (out / "posterior.nc").exists()
+
+
+def test_a_chain_that_ends_without_draws_is_named_with_cmdstans_reason(tmp_path):
+    # measured (a 4x simulated panel, third pilot round): CmdStan 2.35 ends a chain whose step-size initialisation
+    # throws with status 0 and a CSV without draws; CmdStanPy then only says "Error in reading csv file"
+    from atlas_assets.model.engines import _chain_failures_named, cmdstan_chain_errors
+
+    (tmp_path / "atlas-1_0-stdout.txt").write_text(
+        "method = sample (Default)\nid = 1 (Default)\n\n"
+        "Informational Message: The current Metropolis proposal is about to be rejected because of the following issue:\n"
+        "Exception: beta_binomial_lpmf: First prior sample size parameter[474] is 0, but must be positive finite!\n\n"
+        "Exception initializing step size.\n"
+        "Exception: Error in function boost::math::hypergeometric_pFq<double>(double,double,double): numeric overflow "
+        "(in 'atlas.stan', line 461, column 6 to column 75)\n")
+    (tmp_path / "atlas-1_1-stdout.txt").write_text(
+        "id = 2 (Default)\n\nInformational Message: The current Metropolis proposal is about to be rejected\n"
+        "Iteration: 200 / 200 [100%]  (Sampling)\n")
+    reasons = cmdstan_chain_errors(tmp_path)
+    assert len(reasons) == 1
+    assert reasons[0].startswith("chain 1: Exception initializing step size.") and "numeric overflow" in reasons[0]
+    with pytest.raises(RuntimeError, match=r"CmdStan sampling failed: chain 1: Exception initializing step size"):
+        with _chain_failures_named(tmp_path):
+            raise ValueError("Error in reading csv file: atlas-1_1.csv")
+    # a failure CmdStan's console does not explain passes through as it was
+    with pytest.raises(ValueError, match="something else"):
+        with _chain_failures_named(tmp_path / "empty"):
+            raise ValueError("something else")
