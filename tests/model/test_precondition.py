@@ -42,6 +42,16 @@ def small_panel() -> tuple[dict, pd.DataFrame]:
     return config, observations
 
 
+def small_cmdstan_input(needs: str) -> tuple[dict, object]:
+    """small_panel() as Stan input, for a test that needs CmdStan (`needs` says for what: skipped without it)."""
+    from atlas_assets.model.engines import cmdstan_available
+
+    if not cmdstan_available():
+        pytest.skip(f"no CmdStan: {needs}")
+    config, observations = small_panel()
+    return config, build_stan_data(observations, config)
+
+
 @pytest.fixture(scope="module")
 def small_fit():
     from atlas_assets.model.fit_process import sample_posterior
@@ -112,13 +122,9 @@ def test_a_preconditioned_fit_samples_the_same_posterior(small_fit):
 def test_the_production_route_samples_the_same_posterior():
     # the production main fit as configured (softplus scales inside the block, identity metric adapting the step
     # size only, the stiffness correction from gradients) against a plain fit of the same program: same posterior
-    from atlas_assets.model.engines import cmdstan_available
     from atlas_assets.model.fit_process import sample_posterior
 
-    if not cmdstan_available():
-        pytest.skip("no CmdStan: the unit metric and the log_prob gradients are CmdStan's")
-    config, observations = small_panel()
-    stan_input = build_stan_data(observations, config)
+    config, stan_input = small_cmdstan_input("the unit metric and the log_prob gradients are CmdStan's")
     plain_cfg = copy.deepcopy(config)
     plain_cfg["sampler"].update(chains=2, warmup=300, draws=400, engine="cmdstanpy")
     plain_cfg["sampler"]["precondition"] = {"mode": "none"}
@@ -223,13 +229,10 @@ def test_the_programs_low_rank_map_is_the_dense_map_it_stands_for():
     # (the same log density) as the dense form given that matrix, and its gradient with respect to z must be the
     # same A' grad_x. A transposed or misplaced factor would still sample the right posterior, only slowly, and
     # the inits (Preconditioner.z) would land elsewhere; this is where such a slip shows.
-    from atlas_assets.model.engines import cmdstan_available, log_density_gradients
+    from atlas_assets.model.engines import log_density_gradients
     from atlas_assets.model.stan_data import stan_file
 
-    if not cmdstan_available():
-        pytest.skip("no CmdStan: log_prob and its gradients are CmdStan's")
-    config, observations = small_panel()
-    stan_input = build_stan_data(observations, config)
+    config, stan_input = small_cmdstan_input("log_prob and its gradients are CmdStan's")
     P = sum(precondition.block_sizes(stan_input.data).values())
     rng = np.random.default_rng(8)
     loc = 0.3 * rng.standard_normal(P)
@@ -371,12 +374,7 @@ def test_a_pilot_short_of_the_typical_set_gets_another_round_then_a_diagonal_met
     # after the last round, the main fit adapts a diagonal metric over the longer warmup. Here the test's verdict
     # is forced (a real pilot this small is too noisy to judge), the fits are real.
     from atlas_assets.model import fit_process
-    from atlas_assets.model.engines import cmdstan_available
-
-    if not cmdstan_available():
-        pytest.skip("no CmdStan: the typicality test needs the log_prob gradients")
-    config, observations = small_panel()
-    stan_input = build_stan_data(observations, config)
+    config, stan_input = small_cmdstan_input("the typicality test needs the log_prob gradients")
     config["sampler"].update(chains=2, draws=40, engine="cmdstanpy")
     config["sampler"]["precondition"].update(pilot_chains=2, pilot_warmup=40, pilot_draws=40, main_warmup=40,
                                              main_warmup_unmatched=80, pilot_rounds=1,
