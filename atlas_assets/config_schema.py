@@ -130,6 +130,8 @@ class Stiffness(Strict):
     clip_quantile: Number = Field(default=0.95, gt=0, le=1)
     # draws whose gradients' mean carries more than this share of their second moment are not typical
     max_mean_share: Number = Field(default=0.05, gt=0, le=1)
+    # ... and a pilot chain whose own gradients' mean carries more than this is left out of the map (None: kept)
+    chain_max_mean_share: Number | None = Field(default=None, gt=0, le=1)
 
 
 class PreconditionerMap(Strict):

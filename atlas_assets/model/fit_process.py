@@ -212,11 +212,16 @@ def _map_from(posterior, earlier_si, label: str, si, cfg: Mapping[str, Any], pcf
     from atlas_assets.model import precondition
 
     form = pcfg.get("map") or {}
-    pc = precondition.build_preconditioner(posterior, earlier_si, si, dict(cfg),
-                                           shrinkage=float(pcfg.get("shrinkage", 0.1)),
-                                           max_draws=int(pcfg.get("max_draws", 1000)),
-                                           form=str(form.get("form", "dense")), max_rank=int(form.get("max_rank", 50)),
-                                           min_eigenvalue=float(form.get("min_eigenvalue", 2.0)))
+    max_draws = int(pcfg.get("max_draws", 1000))
+
+    def built(earlier_posterior):
+        return precondition.build_preconditioner(earlier_posterior, earlier_si, si, dict(cfg),
+                                                 shrinkage=float(pcfg.get("shrinkage", 0.1)), max_draws=max_draws,
+                                                 form=str(form.get("form", "dense")),
+                                                 max_rank=int(form.get("max_rank", 50)),
+                                                 min_eigenvalue=float(form.get("min_eigenvalue", 2.0)))
+
+    pc = built(posterior)
     info = {"mode": "pilot" if label.startswith("pilot") else "warm", "from": label, **precondition.summary(pc)}
     stiff = pcfg.get("stiffness") or {}
     if stiff.get("draws") and select_engine(common["engine"]) != "cmdstanpy":
@@ -228,9 +233,28 @@ def _map_from(posterior, earlier_si, label: str, si, cfg: Mapping[str, Any], pcf
         # covariance says (precondition.stiffness_correction)
         from atlas_assets.model.engines import log_density_gradients
 
-        rows = np.linspace(0, len(pc.draws) - 1, min(int(stiff["draws"]), len(pc.draws))).round().astype(int)
-        _, grads = log_density_gradients(stan_file(cfg), {**si.data, **pc.data()}, pc.z(pc.draws[rows]),
-                                      engine=common["engine"], log=log)
+        def gradients_at_draws(pc):
+            rows = np.linspace(0, len(pc.draws) - 1, min(int(stiff["draws"]), len(pc.draws))).round().astype(int)
+            _, grads = log_density_gradients(stan_file(cfg), {**si.data, **pc.data()}, pc.z(pc.draws[rows]),
+                                             engine=common["engine"], log=log)
+            return rows, grads
+
+        rows, grads = gradients_at_draws(pc)
+        chain_limit = stiff.get("chain_max_mean_share")
+        if chain_limit and label.startswith("pilot"):
+            # a pilot chain still short of the typical set stretches the pooled map along its lag (measured: the
+            # main fit then ran at tree depth 5.4-6 instead of 5, or a whole second pilot round ran): the map is
+            # built again from the other chains, if at least two remain
+            lagging = precondition.lagging_chains(grads, precondition.draw_chains(posterior, max_draws)[rows],
+                                                  float(chain_limit))
+            n_chains = int(posterior["phi"].shape[0])
+            if lagging and n_chains - len(lagging) >= 2:
+                log(f"pilot chains {lagging} not yet typical of the posterior: the map is built from the other "
+                    f"{n_chains - len(lagging)}")
+                posterior = posterior.isel(chain=[c for c in range(n_chains) if c not in lagging])
+                pc = built(posterior)
+                info.update(precondition.summary(pc), lagging_chains_dropped=lagging)
+                rows, grads = gradients_at_draws(pc)
         pc, stiff_info = precondition.stiffness_correction(
             pc, grads, max_rank=int(stiff.get("max_rank", 50)), max_shrink=float(stiff.get("max_shrink", 2.0)),
             clip_quantile=float(stiff.get("clip_quantile", 0.95)), max_mean_share=float(stiff.get("max_mean_share", 0.05)))

@@ -319,6 +319,79 @@ def test_stiffness_correction_is_not_led_by_a_few_draws_at_a_wall():
     assert corrected.matrix()[0, 0] >= 0.5
 
 
+def test_a_chain_still_climbing_is_told_from_chains_in_the_typical_set():
+    # four chains of 100 draws: at a posterior's draws the gradients of a standard normal are -z, averaging to ~0
+    # per chain; chain 2 still climbs (every draw offset along one direction), so its gradients share a mean
+    rng = np.random.default_rng(5)
+    P, per = 300, 100
+    z = rng.standard_normal((4 * per, P))
+    chain_of_row = np.repeat(np.arange(4), per)
+    direction = rng.standard_normal(P)
+    direction *= 8.0 / np.linalg.norm(direction)
+    z[chain_of_row == 2] += direction
+    assert precondition.lagging_chains(-z, chain_of_row, 0.1) == [2]
+    assert precondition.lagging_chains(-z[chain_of_row != 2], chain_of_row[chain_of_row != 2], 0.1) == []
+    # pooled over the four chains the lag is diluted under the map-wide typicality test's 5%: hence a per-chain one
+    pooled = -z
+    assert np.sum(pooled.mean(axis=0) ** 2) / np.mean(np.sum(pooled ** 2, axis=1)) < 0.05
+
+
+def test_draw_chains_name_the_chain_of_each_transported_draw():
+    import xarray as xr
+
+    phi = np.arange(4 * 50, dtype=float).reshape(4, 50)[:, :, None] * np.ones((1, 1, 3))   # value = pooled index
+    posterior = xr.Dataset({"phi": (("chain", "draw", "state"), phi)})
+    assert np.array_equal(precondition.draw_chains(posterior, 1000), np.repeat(np.arange(4), 50))
+    take = np.linspace(0, 199, 40).round().astype(int)            # transported_draws' choice of 40 of 200
+    assert np.array_equal(precondition.draw_chains(posterior, 40), take // 50)
+
+
+@pytest.mark.slow
+@pytest.mark.cmdstan
+def test_a_lagging_pilot_chain_is_left_out_of_the_map(small_fit):
+    # the small fit's draws as four pilot chains, the first of them still climbing (its hurdle intercept ten
+    # posterior sds off): the screen must leave that chain out, so that neither the map's scales nor the main
+    # fit's inits come from it; without the screen the lag stretches the map along it
+    import xarray as xr
+
+    from atlas_assets.model import fit_process
+    from atlas_assets.model.engines import cmdstan_available
+
+    if not cmdstan_available():
+        pytest.skip("no CmdStan: the screen's gradients are CmdStan's")
+    config, stan_input, result = small_fit
+    posterior = result.idata.posterior
+    half = posterior.sizes["draw"] // 2
+    four = xr.concat([posterior.isel(chain=[c], draw=slice(h * half, (h + 1) * half))
+                      .assign_coords(chain=[2 * c + h], draw=np.arange(half)) for c in range(2) for h in range(2)],
+                     dim="chain")
+    offset = 10 * float(four["hurdle_a"].std())
+    climbing = four.copy(deep=True)
+    climbing["hurdle_a"][0] = climbing["hurdle_a"][0] + offset
+    config = copy.deepcopy(config)
+    config["sampler"]["engine"] = "cmdstanpy"
+    pcfg = config["sampler"]["precondition"]
+    sizes = precondition.block_sizes(stan_input.data)
+    at = sum(sizes[name] for name in precondition.BLOCKS[:precondition.BLOCKS.index("hurdle_a")])
+
+    def mapped(chain_limit):
+        cfg = copy.deepcopy(pcfg)
+        cfg["stiffness"] = {**cfg["stiffness"], "chain_max_mean_share": chain_limit}
+        return fit_process._map_from(climbing, stan_input, "pilot fit", stan_input, config, cfg,
+                                     {"engine": "cmdstanpy"}, lambda m: None)
+
+    screened, info = mapped(0.1)
+    assert info["lagging_chains_dropped"] == [0]
+    lowest_lagging = float(climbing["hurdle_a"][0].min())
+    assert screened.draws[:, at].max() < lowest_lagging
+    started_at = screened.x(np.array([row["pc_z"] for row in screened.inits(4)]))[:, at]
+    assert np.all(started_at < lowest_lagging)
+    unscreened, info_unscreened = mapped(None)
+    assert "lagging_chains_dropped" not in info_unscreened
+    sd_of = lambda pc: float(np.sqrt(np.sum(pc.matrix()[at] ** 2)))  # noqa: E731
+    assert sd_of(unscreened) > 3 * sd_of(screened)
+
+
 def test_scale_coordinates_invert_the_programs_links():
     scales = np.array([1e-4, 0.05, 0.3, 1.0, 4.0])
     assert np.allclose(np.log1p(np.exp(precondition.scale_coordinate(scales, softplus=True))), scales, rtol=1e-10)
