@@ -25,8 +25,7 @@ Compiled models are cached by the sha256 of the Stan source:
 - CmdStanPy: the source is copied to <cache>/<sha256[:16]>-<build>/<name>.stan
   and compiled there once (cache dir: env ATLAS_STAN_CACHE, default
   ~/.cache/atlas_stan); <build> is a short hash of the CmdStan installation
-  (path and version) and of STANC_OPTIONS, so an executable is never reused
-  across CmdStan builds or compiler options.
+  (path and version), so an executable is never reused across CmdStan builds.
   Concurrent compiles of one program wait for each other (a file lock).
 - PyStan: httpstan caches the compiled extension by a hash of the program
   code (httpstan.models.calculate_model_name); `FitResult.compiled_from_cache`
@@ -561,21 +560,13 @@ def cmdstan_cache_dir() -> Path:
     return Path(os.environ.get("ATLAS_STAN_CACHE", Path.home() / ".cache" / "atlas_stan"))
 
 
-# stanc3's --O1 optimizations (struct-of-arrays autodiff where the program allows it, among others): the same log
-# density (tests/model/test_engines.py compares it with PyStan's unoptimized build), measured 11% less time per
-# gradient on the real panel (0.570 against 0.641 ms, docs/model.md, stop 24). -march=native was measured too: the
-# executable aborted ("double free or corruption"), its flags differing from those CmdStan's libraries were built
-# with. PyStan (httpstan) compiles with its own stanc options.
-STANC_OPTIONS = {"O1": True}
-
-
 def cmdstan_build_id() -> str:
-    """Short hash of the CmdStan installation in use (real path and version) and of the compiler options."""
+    """Short hash of the CmdStan installation in use (real path and version)."""
     import cmdstanpy
 
     path = os.path.realpath(cmdstanpy.cmdstan_path())
     version = ".".join(map(str, cmdstanpy.cmdstan_version() or ()))
-    return hashlib.sha256(f"{path}\n{version}\n{sorted(STANC_OPTIONS.items())}".encode()).hexdigest()[:8]
+    return hashlib.sha256(f"{path}\n{version}".encode()).hexdigest()[:8]
 
 
 def cmdstan_executable(stan_path: Path, source: str, log: LogFn = _noop):
@@ -598,8 +589,7 @@ def cmdstan_executable(stan_path: Path, source: str, log: LogFn = _noop):
             cached_src.write_text(source)
         cached = exe.exists()
         log("CmdStanPy: executable found in cache" if cached else f"CmdStanPy: compiling into {cache}")
-        model = cmdstanpy.CmdStanModel(stan_file=str(cached_src), exe_file=str(exe) if cached else None,
-                                       stanc_options=dict(STANC_OPTIONS))
+        model = cmdstanpy.CmdStanModel(stan_file=str(cached_src), exe_file=str(exe) if cached else None)
     return model, time.perf_counter() - t0, cached
 
 
