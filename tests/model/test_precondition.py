@@ -223,7 +223,6 @@ def test_the_low_rank_map_composes_and_inverts_as_its_dense_matrix():
     assert np.allclose(np.asarray(data["pc_left"]) @ np.asarray(data["pc_right_t"]), scaled.left @ scaled.right.T)
 
 
-@pytest.mark.cmdstan
 def random_low_rank_map(stan_input, seed: int = 8):
     """A low-rank map of random scales and directions around a plausible centre, and four points z through it."""
     P = sum(precondition.block_sizes(stan_input.data).values())
@@ -237,6 +236,7 @@ def random_low_rank_map(stan_input, seed: int = 8):
     return low_rank, 0.5 * rng.standard_normal((4, P))
 
 
+@pytest.mark.cmdstan
 def test_both_engines_evaluate_the_programs_same_log_density():
     # CmdStan samples in production and PyStan is its fallback: built from the same program (stanc without
     # optimizations in both; --O1 was measured faster but broke the engines' bit-identical draws, docs/model.md,
@@ -257,6 +257,7 @@ def test_both_engines_evaluate_the_programs_same_log_density():
     assert np.allclose(grad_cmdstan, grad_ref, rtol=1e-7, atol=1e-6)
 
 
+@pytest.mark.cmdstan
 def test_the_programs_low_rank_map_is_the_dense_map_it_stands_for():
     # the program applies diag(s) (I + L R') z as two thin products: at the same z it must reach the same point x
     # (the same log density) as the dense form given that matrix, and its gradient with respect to z must be the
