@@ -9,6 +9,7 @@
     .venv/bin/python bench/bench_fit.py --observations ... --warm-from var/model/fits/<earlier fit>
     .venv/bin/python bench/bench_fit.py --observations ... --eci-only   # the ECI-form baseline alone
     .venv/bin/python bench/bench_fit.py --scaling 1,2,4      # simulated panels at 1x, 2x, 4x the real size
+    .venv/bin/python bench/bench_fit.py --observations ... --curvature 500   # + where the step size is capped
 
 Figures: compile time (cold or cached), sampling wall time, gradient
 evaluations (leapfrog steps incl. warmup), min bulk/tail ESS over theta, phi,
@@ -22,6 +23,13 @@ observations: one least-squares fit (seconds, function evaluations) and a
 --eci-boot-replicate bootstrap (seconds, point fit included), then the ratio
 Stan sampling seconds / ECI-form bootstrap seconds (issue 8 wants <= 1).
 --eci-only runs just that part, without compiling or sampling Stan.
+
+--curvature N (CmdStan, a preconditioned fit): at N evenly spaced draws of
+the main fit, the largest eigenvalue of the potential's Hessian in the
+sampler's coordinates (atlas_assets/model/curvature.py): its quantiles, the
+share of draws where the adapted step size is unstable (eps^2 lam > 4), the
+largest stable step at the 99th percentile, and the named parameters the
+stiffest directions move. Leapfrog counts and these do not depend on load.
 """
 
 from __future__ import annotations
@@ -138,6 +146,39 @@ def _quiet_log(msg: str) -> None:
     print(msg, flush=True)
 
 
+def curvature_figures(res, si, cfg, n_draws: int, step_sizes) -> dict:
+    """Largest Hessian eigenvalue of the potential at `n_draws` draws of the main fit, in its sampled coordinates;
+    printed, and returned for --json."""
+    from atlas_assets.model import curvature
+    from atlas_assets.model.engines import log_density_gradients
+
+    pc = res.preconditioner
+    if pc is None or res.engine != "cmdstanpy":
+        print("curvature: needs a preconditioned fit under CmdStan (batched gradients)")
+        return {}
+    data = {**si.data, **pc.data()}
+    sampled = res.idata.posterior["pc_z"].values
+    sampled = sampled.reshape(-1, sampled.shape[-1])
+    rows = np.linspace(0, len(sampled) - 1, min(n_draws, len(sampled))).round().astype(int)
+    lam, direction = curvature.largest_curvature(
+        lambda points: log_density_gradients(stan_file(cfg), data, points, engine="cmdstanpy")[1], sampled[rows])
+    step = float(np.median(step_sizes))
+    q = np.quantile(lam, [0.5, 0.9, 0.99, 1.0])
+    figures = {"draws": len(rows), "largest_eigenvalue_q50_q90_q99_max": [round(float(v), 1) for v in q],
+               "median_step_size": round(step, 4), "unstable_share_at_that_step": curvature.unstable_share(lam, step),
+               "largest_stable_step_at_q99": round(float(2 / np.sqrt(q[2])), 3)}
+    for k, v in figures.items():
+        print(f"curvature: {k:34s} {v}")
+    names = curvature.coordinate_names(si)
+    moved = curvature.in_posterior_sds(pc, direction)
+    figures["stiffest"] = []
+    for i in np.argsort(-lam)[:5]:
+        lead = curvature.leading_coordinates(names, moved[i])
+        figures["stiffest"].append({"eigenvalue": round(float(lam[i]), 1), "moves": lead})
+        print(f"curvature: eigenvalue {lam[i]:7.1f} along {lead}")
+    return figures
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--observations", help="modeled_observations parquet/csv (default: simulate)")
@@ -154,6 +195,8 @@ def main(argv=None) -> int:
     p.add_argument("--eci-only", action="store_true", help="only the ECI-form least-squares baseline (no Stan fit)")
     p.add_argument("--eci-boot", type=int, default=100, help="ECI-form bootstrap replicates (default 100)")
     p.add_argument("--scaling", default=None, help="comma-separated size factors of simulated panels, e.g. 1,2,4")
+    p.add_argument("--curvature", type=int, default=0,
+                   help="draws of the main fit at which to find the stiffest direction (0: off)")
     args = p.parse_args(argv)
 
     over = json.loads(args.override)
@@ -254,6 +297,8 @@ def main(argv=None) -> int:
     }
     for k, v in figures.items():
         print(f"{k:32s} {v}")
+    if args.curvature:
+        figures["curvature"] = curvature_figures(res, si, cfg, args.curvature, diag["step_size_per_chain"])
     if args.recovery and truth is not None:
         print("\n90% interval coverage of the simulated truth")
         rows = coverage_table(res.idata, si, truth)

@@ -79,6 +79,9 @@ class FitResult:
     stan_sha256: str
     settings: dict = field(default_factory=dict)
     messages: list[str] = field(default_factory=list)
+    # the affine map (precondition.Preconditioner) the main fit sampled through, None for the plain program: with
+    # the Stan input it gives the program's data, in whose coordinates pc_z the draws were taken (in memory only)
+    preconditioner: Any = None
 
 
 def _noop(msg: str) -> None:

@@ -203,6 +203,7 @@ def sample_posterior(si, cfg: Mapping[str, Any], *, log: Callable[[str], None] =
         res.compile_seconds += pilot.compile_seconds
         info.update(pilot_gradient_evals=pilot_steps, pilot_seconds=round(pilot_seconds, 1))
     res.settings = {**res.settings, "main_warmup": warmup, "precondition": info}
+    res.preconditioner = pc
     return res, info
 
 
