@@ -141,18 +141,20 @@ def sample_posterior(si, cfg: Mapping[str, Any], *, log: Callable[[str], None] =
             log(f"warm start declined: {fallback}")
             source, warm_from, earlier = None, None, None
     if source is None and pcfg.get("mode") == "pilot":
-        log(f"pilot fit: {pcfg['pilot_chains']} chains x ({pcfg['pilot_warmup']} + {pcfg['pilot_draws']})")
         # the pilot's draws only shape the main fit's coordinates (the main fit is gated, the pilot is not): a
         # looser acceptance target and a lower tree-depth cap keep its early warmup, where the step size is still
         # far too small, from running 1,023-step trajectories
         pilot_common = {**common, "adapt_delta": float(pcfg.get("pilot_adapt_delta", common["adapt_delta"])),
                         "max_treedepth": int(pcfg.get("pilot_max_treedepth", common["max_treedepth"]))}
 
+        warmup_pilot = pilot_warmup(pcfg, sum(precondition.block_sizes(si.data).values()))
+
         def run_pilot(data: dict, init, round_no: int, **sampler_args):
-            return fit_model(stan_file(cfg), data, chains=int(pcfg["pilot_chains"]), warmup=int(pcfg["pilot_warmup"]),
+            return fit_model(stan_file(cfg), data, chains=int(pcfg["pilot_chains"]), warmup=warmup_pilot,
                              draws=int(pcfg["pilot_draws"]), seed=seed + 7918 + round_no, init=init,
                              **sampler_args, **pilot_common)
 
+        log(f"pilot fit: {pcfg['pilot_chains']} chains x ({warmup_pilot} + {pcfg['pilot_draws']})")
         pilot = run_pilot(si.data, float(smp.get("init_radius", 0.5)), 1)
         source = (pilot.idata.posterior, si, "pilot fit")
     if source is None:
@@ -265,6 +267,17 @@ def _map_from(posterior, earlier_si, label: str, si, cfg: Mapping[str, Any], pcf
         f"{'' if info['form'] == 'dense' else ' of rank ' + str(info['rank'])}, largest correlation eigenvalue "
         f"{info['largest_correlation_eigenvalue']:.1f}")
     return pc, info
+
+
+def pilot_warmup(pcfg: Mapping[str, Any], coordinates: int) -> int:
+    """The pilot's warmup iterations: `pilot_warmup`, or more on a larger program, `pilot_warmup_per_1000_coordinates`
+    for each 1,000 sampled coordinates. Measured on simulated panels twice and four times the real size: 100
+    iterations left the first round short of the typical set (its draws' gradients had a mean 33% and 20% of their
+    second moment), so 2 and 3 rounds ran and the 4x main fit sampled at tree depth 6; with 200 and 400 iterations
+    one round reached it (docs/model.md, stop 25)."""
+    base = int(pcfg["pilot_warmup"])
+    per_1000 = pcfg.get("pilot_warmup_per_1000_coordinates")
+    return base if not per_1000 else max(base, int(np.ceil(float(per_1000) * coordinates / 1000)))
 
 
 def main_adaptation(pcfg: Mapping[str, Any], earlier_idata=None) -> dict:

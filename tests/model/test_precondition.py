@@ -430,6 +430,18 @@ def test_the_main_fit_adapts_a_diagonal_when_coordinates_are_new():
     assert main_metric({"main_adapt": {"metric": "diag_e"}}, np.zeros(5, bool), 150) == ("diag_e", 150, None)
 
 
+def test_the_pilot_warms_up_longer_on_a_larger_program():
+    from atlas_assets.model.fit_process import pilot_warmup
+
+    pcfg = load_model_config()["sampler"]["precondition"]
+    # the real panel's program (574 coordinates) keeps the pilot its settings were measured with ...
+    assert pilot_warmup(pcfg, 574) == pcfg["pilot_warmup"] == 100
+    # ... and the simulated panels twice and four times its size get about the 200 and 400 that reached the
+    # typical set in one round there (docs/model.md, stop 25)
+    assert 180 <= pilot_warmup(pcfg, 1143) <= 220 and 360 <= pilot_warmup(pcfg, 2343) <= 440
+    assert pilot_warmup({"pilot_warmup": 100}, 2343) == 100
+
+
 def test_a_warm_start_with_new_coordinates_gives_way_to_the_pilot():
     from atlas_assets.model.fit_process import declined_warm_start
 
