@@ -203,7 +203,7 @@ def sample_posterior(si, cfg: Mapping[str, Any], *, log: Callable[[str], None] =
         res.n_gradient_evals = int(res.n_gradient_evals or 0) + pilot_steps
         res.sample_seconds += pilot_seconds
         res.compile_seconds += pilot.compile_seconds
-        info.update(pilot_gradient_evals=pilot_steps, pilot_seconds=round(pilot_seconds, 1))
+        info.update(pilot_gradient_evals=pilot_steps, pilot_seconds=round(pilot_seconds, 1), pilot_warmup=warmup_pilot)
     res.settings = {**res.settings, "main_warmup": warmup, "precondition": info}
     res.preconditioner = pc
     return res, info
@@ -273,8 +273,7 @@ def pilot_warmup(pcfg: Mapping[str, Any], coordinates: int) -> int:
     """The pilot's warmup iterations: `pilot_warmup`, or more on a larger program, `pilot_warmup_per_1000_coordinates`
     for each 1,000 sampled coordinates. Measured on simulated panels twice and four times the real size: 100
     iterations left the first round short of the typical set (its draws' gradients had a mean 33% and 20% of their
-    second moment), so 2 and 3 rounds ran and the 4x main fit sampled at tree depth 6; with 200 and 400 iterations
-    one round reached it (docs/model.md, stop 25)."""
+    second moment), so 2 and 3 rounds ran; with 200 and 400 iterations one round reached it (docs/model.md, stop 25)."""
     base = int(pcfg["pilot_warmup"])
     per_1000 = pcfg.get("pilot_warmup_per_1000_coordinates")
     return base if not per_1000 else max(base, int(np.ceil(float(per_1000) * coordinates / 1000)))

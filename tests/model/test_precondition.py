@@ -505,8 +505,11 @@ def test_a_pilot_short_of_the_typical_set_gets_another_round_then_a_diagonal_met
     assert verdicts == [False] and info["pilot_rounds"] == 1 and "untypical" in info
     assert result.settings.get("metric", "diag_e") == "diag_e" and result.settings["main_warmup"] == 80
 
-    # typical after a second round (of three allowed): the main fit keeps the identity metric and its short warmup
+    # typical after a second round (of three allowed): the main fit keeps the identity metric and its short warmup;
+    # the pilot's warmup grown with the program's size reaches both rounds
     config["sampler"]["precondition"]["pilot_rounds"] = 3
+    coordinates = sum(precondition.block_sizes(stan_input.data).values())
+    config["sampler"]["precondition"]["pilot_warmup_per_1000_coordinates"] = 59.5 * 1000 / coordinates
     verdicts.clear()
     logged: list[str] = []
     monkeypatch.setattr(fit_process, "_map_from", lambda *a: judged(*a, typical_after=1))
@@ -515,3 +518,4 @@ def test_a_pilot_short_of_the_typical_set_gets_another_round_then_a_diagonal_met
     assert info["from"] == "pilot fit (round 2)" and "untypical" not in info
     assert result.settings["metric"] == "unit_e" and result.settings["main_warmup"] == 40
     assert info["pilot_gradient_evals"] > 0 and result.n_gradient_evals > info["pilot_gradient_evals"]
+    assert info["pilot_warmup"] == 60 and any("2 chains x (60 + 40)" in m for m in logged)
