@@ -148,8 +148,8 @@ class PilotPreconditioner(Strict):
     mode: Literal["none", "pilot"]
     pilot_chains: int = Field(ge=1)
     pilot_warmup: int = Field(ge=0)
-    # ... grown with the program's size: at least this many warmup iterations per 1,000 sampled coordinates
-    pilot_warmup_per_1000_coordinates: Number | None = Field(default=None, gt=0)
+    # ... for a program of up to this many sampled coordinates; a larger one warms up proportionally longer
+    pilot_warmup_coordinates: int | None = Field(default=None, ge=1)
     pilot_draws: int = Field(ge=2)
     pilot_adapt_delta: Number | None = Field(default=None, gt=0, lt=1)   # default: the sampler's
     pilot_max_treedepth: int | None = Field(default=None, ge=1)         # default: the sampler's

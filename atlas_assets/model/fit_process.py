@@ -270,13 +270,14 @@ def _map_from(posterior, earlier_si, label: str, si, cfg: Mapping[str, Any], pcf
 
 
 def pilot_warmup(pcfg: Mapping[str, Any], coordinates: int) -> int:
-    """The pilot's warmup iterations: `pilot_warmup`, or more on a larger program, `pilot_warmup_per_1000_coordinates`
-    for each 1,000 sampled coordinates. Measured on simulated panels twice and four times the real size: 100
-    iterations left the first round short of the typical set (its draws' gradients had a mean 33% and 20% of their
-    second moment), so 2 and 3 rounds ran; with 200 and 400 iterations one round reached it (docs/model.md, stop 25)."""
+    """The pilot's warmup iterations: `pilot_warmup` for a program of up to `pilot_warmup_coordinates` sampled
+    coordinates, proportionally more for a larger one. Measured on simulated panels twice and four times the real
+    size: 100 iterations left the first round short of the typical set (its draws' gradients had a mean 33% and 20% of
+    their second moment), so 2 and 3 rounds ran; with 200 and 400 iterations one round reached it (docs/model.md,
+    stop 25)."""
     base = int(pcfg["pilot_warmup"])
-    per_1000 = pcfg.get("pilot_warmup_per_1000_coordinates")
-    return base if not per_1000 else max(base, int(np.ceil(float(per_1000) * coordinates / 1000)))
+    reference = pcfg.get("pilot_warmup_coordinates")
+    return base if not reference or coordinates <= int(reference) else int(np.ceil(base * coordinates / int(reference)))
 
 
 def main_adaptation(pcfg: Mapping[str, Any], earlier_idata=None) -> dict:
