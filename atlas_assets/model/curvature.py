@@ -5,8 +5,9 @@ while eps^2 lam < 4; beyond that the energy error grows without bound and NUTS r
 main fit adapts one step size for every draw, so the draws where the largest eigenvalue of the potential's Hessian
 is high decide how large that step can be. Here that eigenvalue is found per draw by power iteration on
 Hessian-vector products, each a finite difference of two batched gradients (the engine's own gradient: no Hessian
-code), and its direction is read back onto the program's named coordinates (docs/model.md, stop 25: the stiff
-tail of the real panel is the wide end of the funnel between the off-ladder deviation scale and its deviations).
+code), and its direction is read back onto the program's named coordinates (docs/model.md, stop 25: on the real
+panel the stiffest draws sit at the wide ends of the funnels between the reasoning effects' scales, curv_sd and
+offdev_sd, and their non-centred terms).
 """
 
 from __future__ import annotations
