@@ -218,6 +218,9 @@ class Parametrization(Strict):
     preconditioning: Preconditioning
     # the positive scales' coordinate under the affine preconditioner: log | softplus (docs/model.md)
     scale_link: Literal["log", "softplus"] = "log"
+    # under the affine preconditioner, the per-model ladder terms and off-ladder deviations are sampled conditionally
+    # centred on the earlier posterior (stan/atlas.stan amp_hat; docs/model.md); false = plainly non-centred
+    conditional_centring: bool = False
 
 
 class Likelihood(Strict):

@@ -33,6 +33,18 @@ functions {
     x[2:n] -= k .* w_scaled;
     return x;
   }
+
+  // Conditional centring (data block, amp_hat): z = sd r prec hat + sqrt(r) u,
+  // r = 1 / (1 + sd^2 prec), elementwise; prec = 0 gives z = u.
+  vector centred_z(vector u, vector sd, vector hat, vector prec) {
+    vector[rows(u)] r = inv(1 + square(sd) .* prec);
+    return sd .* r .* prec .* hat + sqrt(r) .* u;
+  }
+
+  // log |dz/du| of centred_z: sum of log sqrt(r)
+  real centring_log_jacobian(vector sd, vector prec) {
+    return -0.5 * sum(log1p(square(sd) .* prec));
+  }
 }
 
 data {
@@ -180,6 +192,23 @@ data {
   // size; softplus is log-like near 0 and linear above, so the wall stays
   // polynomial. Either is a change of variables: the posterior is the same.
   int<lower=0, upper=1> scale_softplus;
+  // conditional centring of the per-model ladder terms and off-ladder
+  // deviations (z = m / sd, m ~ N(0, sd)). With a unit's likelihood for m
+  // approximated as N(hat | m, 1 / prec) (fitted to an earlier posterior's
+  // draws, precondition.conditional_centring), z given sd is
+  // N(sd r prec hat, r), r = 1 / (1 + sd^2 prec), and the sampled coordinate
+  // is u = (z - sd r prec hat) / sqrt(r): unit scale at every sd. Plain
+  // non-centring (z = u) makes z stiffen as sd^2 prec where a large sd lets
+  // the data pin m (the funnel's wide end, which capped the step size,
+  // docs/model.md); centring would meet the neck near sd = 0 instead. prec = 0
+  // is plain non-centring. A change of variables with its Jacobian: the
+  // posterior is unchanged.
+  vector[A] amp_hat;
+  vector<lower=0>[A] amp_prec;
+  vector[A] curv_hat;
+  vector<lower=0>[A] curv_prec;
+  vector[D] dev_hat;
+  vector<lower=0>[D] dev_prec;
 
   // ---- output switches ------------------------------------------------------
   int<lower=0, upper=1> emit_obs;   // per-observation mu, log_lik, u_rep
@@ -237,9 +266,10 @@ parameters {
   // reasoning: shared effects per setting (default = 0), per-model ladder
   // amplitude / curvature, per-state off-ladder deviation
   vector<multiplier=scale_shared>[use_pc ? 0 : L + K_off] shared_effect_p;
-  vector[use_pc ? 0 : A] amp_z_p;
-  vector[use_pc ? 0 : A] curv_z_p;
-  vector[use_pc ? 0 : D] dev_z_p;
+  // (conditionally centred coordinates u, see amp_hat above)
+  vector[use_pc ? 0 : A] amp_u_p;
+  vector[use_pc ? 0 : A] curv_u_p;
+  vector[use_pc ? 0 : D] dev_u_p;
   // every positive scale, in SCALE_ORDER (transformed data): the population
   // sds of b, lambda and log kappa, the hurdle slope, the reasoning sds, the
   // off-ladder deviation sd per setting and the residual sd per rating family.
@@ -261,7 +291,7 @@ transformed parameters {
   vector[J_b] logkappa_raw;
   real hurdle_a;
   vector[L + K_off] shared_effect;
-  vector[A] amp_z;
+  vector[A] amp_z;        // per-model ladder terms / off-ladder deviations over their sd
   vector[A] curv_z;
   vector[D] dev_z;
   real<lower=0> b_sd;
@@ -275,6 +305,9 @@ transformed parameters {
   vector<lower=0>[J_r] rating_sd;
   {
     vector[n_scale] scales;
+    vector[A] amp_u;
+    vector[A] curv_u;
+    vector[D] dev_u;
     if (use_pc) {
       // stacking order: shared with precondition.BLOCKS in Python
       vector[P_pc] x;
@@ -296,9 +329,9 @@ transformed parameters {
       at += n_scale;
       // trailing blocks may be empty (a panel without per-model ladder terms or off-ladder
       // deviations): a slice starting past the end is out of range even when empty
-      if (A > 0) { amp_z = x[at:(at + A - 1)]; curv_z = x[(at + A):(at + 2 * A - 1)]; }
+      if (A > 0) { amp_u = x[at:(at + A - 1)]; curv_u = x[(at + A):(at + 2 * A - 1)]; }
       at += 2 * A;
-      if (D > 0) dev_z = x[at:(at + D - 1)];
+      if (D > 0) dev_u = x[at:(at + D - 1)];
     } else {
       theta_ref_raw = theta_ref_raw_p;
       pin_free = pin_free_p;
@@ -310,9 +343,9 @@ transformed parameters {
       logkappa_raw = logkappa_raw_p;
       hurdle_a = hurdle_a_p[1];
       shared_effect = shared_effect_p;
-      amp_z = amp_z_p;
-      curv_z = curv_z_p;
-      dev_z = dev_z_p;
+      amp_u = amp_u_p;
+      curv_u = curv_u_p;
+      dev_u = dev_u_p;
       scales = scale_p;
     }
     b_sd = scales[1]; lambda_sd = scales[2]; logkappa_sd = scales[3]; hurdle_b = scales[4];
@@ -320,6 +353,9 @@ transformed parameters {
     // (a slice starting past the end is out of range even when empty)
     if (K_off > 0) offdev_sd = scales[8:(7 + K_off)];
     if (J_r > 0) rating_sd = scales[(8 + K_off):n_scale];
+    amp_z = centred_z(amp_u, rep_vector(amp_sd, A), amp_hat, amp_prec);
+    curv_z = centred_z(curv_u, rep_vector(curv_sd, A), curv_hat, curv_prec);
+    dev_z = centred_z(dev_u, offdev_sd[dev_setting], dev_hat, dev_prec);
   }
   vector[M] theta;        // model base capability (default-state equivalent)
   vector[S] phi;          // capability of each reasoning state
@@ -411,6 +447,10 @@ model {
   curv_z ~ std_normal();
   offdev_sd ~ normal(0, prior_offdev_scale);
   dev_z ~ std_normal();
+  // Jacobian of the conditional centring, dz/du = sqrt(r) per term
+  target += centring_log_jacobian(rep_vector(amp_sd, A), amp_prec)
+            + centring_log_jacobian(rep_vector(curv_sd, A), curv_prec)
+            + centring_log_jacobian(offdev_sd[dev_setting], dev_prec);
 
   // ---- likelihood ----------------------------------------------------------
   // (_lupmf / _lupdf drop constant terms such as log binomial coefficients:

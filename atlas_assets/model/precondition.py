@@ -18,7 +18,7 @@ left uncorrelated at a configured scale. The same draws give per-chain inits.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -58,6 +58,8 @@ class Preconditioner:
     scale: np.ndarray | None = None   # low-rank form: (P,)
     left: np.ndarray | None = None    # low-rank form: (P, K)
     right: np.ndarray | None = None   # low-rank form: (P, K)
+    # the program's conditional-centring data ({amp,curv,dev}_{hat,prec}); None: plain non-centred
+    centring: dict | None = None
 
     @property
     def dense(self) -> bool:
@@ -69,12 +71,14 @@ class Preconditioner:
 
     def data(self) -> dict:
         P = int(len(self.loc))
+        centring = {k: np.asarray(v).tolist() for k, v in (self.centring or {}).items()}
         if self.dense:
             return {"P_pc": P, "pc_loc": self.loc.tolist(), "P_dense": P, "pc_chol": self.chol.tolist(),
-                    "pc_scale": [], "K_pc": 0, "pc_left": np.zeros((0, 0)), "pc_right_t": np.zeros((0, 0))}
+                    "pc_scale": [], "K_pc": 0, "pc_left": np.zeros((0, 0)), "pc_right_t": np.zeros((0, 0)),
+                    **centring}
         return {"P_pc": P, "pc_loc": self.loc.tolist(), "P_dense": 0, "pc_chol": np.zeros((0, 0)),
                 "pc_scale": self.scale.tolist(), "K_pc": self.rank, "pc_left": self.left.tolist(),
-                "pc_right_t": self.right.T.tolist()}
+                "pc_right_t": self.right.T.tolist(), **centring}
 
     def x(self, z: np.ndarray) -> np.ndarray:
         """Points x (rows) of sampled coordinates z (rows): x = loc + A z."""
@@ -106,12 +110,11 @@ class Preconditioner:
         t = np.asarray(factors, dtype=float) - 1.0
         if self.dense:
             s = np.eye(len(self.loc)) + (directions * t) @ directions.T
-            return Preconditioner(loc=self.loc, matched=self.matched, draws=self.draws, chol=self.chol @ s)
+            return replace(self, chol=self.chol @ s)
         vt = directions * t
         left = np.hstack([self.left, vt + self.left @ (self.right.T @ vt)])
         right = np.hstack([self.right, directions])
-        return Preconditioner(loc=self.loc, matched=self.matched, draws=self.draws, scale=self.scale, left=left,
-                              right=right)
+        return replace(self, left=left, right=right)
 
     def inits(self, chains: int, rng: np.random.Generator | None = None) -> list[dict]:
         """Per chain: an earlier draw (evenly spaced over the draws) as pc_z."""
@@ -293,6 +296,94 @@ def standard_normal_mask(data: dict) -> np.ndarray:
     return np.concatenate([np.full(sizes[name], name in STANDARD_NORMAL_BLOCKS) for name in BLOCKS])
 
 
+# the conditionally centred terms: (name in the program's data, block of its coordinates, its sd's name)
+CENTRED_TERMS = (("amp", "amp_z", "amp_sd"), ("curv", "curv_z", "curv_sd"), ("dev", "dev_z", "offdev_sd"))
+
+
+def _block_slices(data: dict) -> dict[str, slice]:
+    sizes, at, out = block_sizes(data), 0, {}
+    for name in BLOCKS:
+        out[name] = slice(at, at + sizes[name])
+        at += sizes[name]
+    return out
+
+
+def term_scales(previous_posterior, previous: StanInput, current: StanInput, max_draws: int = 1000) -> dict:
+    """Per centred term (CENTRED_TERMS), the earlier posterior's draws of its sd for each of the current program's
+    terms, (n, units) with NaN where the earlier fit has no such sd: amp_sd and curv_sd for every model's ladder
+    terms, offdev_sd of the state's off-ladder setting (by name) for each deviation. The same draws as
+    transported_draws takes."""
+    take = _taken(_flat(previous_posterior, "phi").shape[0], max_draws)
+    data = current.data
+    out = {}
+    for name in ("amp_sd", "curv_sd"):
+        sd = _flat(previous_posterior, name) if name in previous_posterior else None
+        out[name] = np.full((len(take), data["A"]), np.nan) if sd is None else np.repeat(
+            sd[take].reshape(-1, 1), data["A"], axis=1)
+    prev_off = previous.settings.loc[previous.settings.setting_kind == "off_ladder", "setting"].tolist()
+    cur_off = current.settings.loc[current.settings.setting_kind == "off_ladder", "setting"].tolist()
+    offdev = _flat(previous_posterior, "offdev_sd") if "offdev_sd" in previous_posterior else None
+    dev = np.full((len(take), data["D"]), np.nan)
+    for col, k in enumerate(data["dev_setting"]):
+        setting = cur_off[int(k) - 1]
+        if offdev is not None and setting in prev_off:
+            dev[:, col] = offdev[take, prev_off.index(setting)]
+    out["offdev_sd"] = dev
+    return out
+
+
+def centring_fit(m: np.ndarray, sd: np.ndarray) -> tuple[float, float]:
+    """(hat, prec) of one per-unit term from an earlier posterior's draws of the term m = sd z and its sd: the
+    Gaussian likelihood N(hat | m, 1 / prec) under which m given sd is N(v prec hat, v), v = sd^2 / (1 + sd^2 prec),
+    fitted to the draws by maximum likelihood (hat in closed form for each prec, prec by a bounded search on its
+    log). (0, 0), plain non-centring, when the draws fit that no worse."""
+    from scipy.optimize import minimize_scalar
+
+    s2 = np.square(sd)
+
+    def fitted(prec: float) -> tuple[float, float]:
+        v = s2 / (1.0 + s2 * prec)
+        hat = float(np.sum(m) / (prec * np.sum(v))) if prec > 0 else 0.0
+        resid = m - v * prec * hat
+        return -0.5 * float(np.sum(np.log(v) + resid * resid / v)), hat
+
+    res = minimize_scalar(lambda log_prec: -fitted(np.exp(log_prec))[0], bounds=(-8.0, 16.0), method="bounded")
+    prec = float(np.exp(res.x))
+    loglik, hat = fitted(prec)
+    if loglik <= fitted(0.0)[0]:
+        return 0.0, 0.0
+    return hat, prec
+
+
+def conditional_centring(draws: np.ndarray, term_sds: dict, data: dict) -> dict:
+    """The program's conditional-centring data ({amp,curv,dev}_{hat,prec}, see stan/atlas.stan) fitted to
+    transported draws (z coordinates) and their sds (term_scales); a term without draws stays plainly non-centred."""
+    blocks = _block_slices(data)
+    out = {}
+    for name, block, sd_name in CENTRED_TERMS:
+        z, sd = draws[:, blocks[block]], term_sds[sd_name]
+        hat, prec = np.zeros(z.shape[1]), np.zeros(z.shape[1])
+        for col in range(z.shape[1]):
+            if np.all(np.isfinite(z[:, col])) and np.all(np.isfinite(sd[:, col])):
+                hat[col], prec[col] = centring_fit(sd[:, col] * z[:, col], sd[:, col])
+        out[f"{name}_hat"], out[f"{name}_prec"] = hat, prec
+    return out
+
+
+def centred_coordinates(draws: np.ndarray, term_sds: dict, centring: dict, data: dict) -> np.ndarray:
+    """Transported draws with each centred term's z replaced by the program's sampled coordinate
+    u = (z - sd r prec hat) / sqrt(r), r = 1 / (1 + sd^2 prec) (NaN stays NaN: an unmatched coordinate)."""
+    out = draws.copy()
+    blocks = _block_slices(data)
+    for name, block, sd_name in CENTRED_TERMS:
+        z, sd = draws[:, blocks[block]], term_sds[sd_name]
+        hat, prec = centring[f"{name}_hat"], centring[f"{name}_prec"]
+        r = 1.0 / (1.0 + np.square(sd) * prec)
+        u = (z - sd * r * prec * hat) / np.sqrt(r)
+        out[:, blocks[block]] = np.where(prec > 0, u, z)
+    return out
+
+
 def unmatched_scales(current: StanInput, config: dict) -> np.ndarray:
     """Prior-like scale of each stacked coordinate, for coordinates no earlier draw informs."""
     pre = config.get("parametrization", {}).get("preconditioning", {}) or {}
@@ -350,6 +441,11 @@ def build_preconditioner(previous_posterior, previous: StanInput, current: StanI
     directions the draws see; every other direction keeps its marginal sd (a diagonal metric). Directions stiffer
     than that are found from gradients instead (stiffness_correction)."""
     draws, matched = transported_draws(previous_posterior, previous, current, max_draws)
+    centring = None
+    if config.get("parametrization", {}).get("conditional_centring", False):
+        term_sds = term_scales(previous_posterior, previous, current, max_draws)
+        centring = conditional_centring(draws, term_sds, current.data)
+        draws = centred_coordinates(draws, term_sds, centring, current.data)
     scales = unmatched_scales(current, config)
     loc = np.where(matched, np.nanmean(np.where(matched, draws, 0.0), axis=0), unmatched_locs(current, config))
     P = draws.shape[1]
@@ -365,11 +461,12 @@ def build_preconditioner(previous_posterior, previous: StanInput, current: StanI
     diag_part, rows = shrunk_covariance_parts(draws, matched, scales, radial, shrinkage)
     if form == "dense":
         chol = np.linalg.cholesky(np.diag(diag_part) + rows.T @ rows)
-        return Preconditioner(loc=loc, matched=matched, draws=filled, chol=chol)
+        return Preconditioner(loc=loc, matched=matched, draws=filled, chol=chol, centring=centring)
     if form != "low_rank":
         raise ValueError(f"precondition map form must be dense or low_rank, not {form!r}")
     sd, left, right = low_rank_root(diag_part, rows, max_rank, min_eigenvalue)
-    return Preconditioner(loc=loc, matched=matched, draws=filled, scale=sd, left=left, right=right)
+    return Preconditioner(loc=loc, matched=matched, draws=filled, scale=sd, left=left, right=right,
+                          centring=centring)
 
 
 def shrunk_covariance_parts(draws: np.ndarray, matched: np.ndarray, unmatched_scale: np.ndarray,

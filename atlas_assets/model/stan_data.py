@@ -176,6 +176,12 @@ def _validate(df: pd.DataFrame, settings: list[str]) -> pd.DataFrame:
     return df
 
 
+def centring_off(n_amp: int, n_dev: int) -> dict:
+    """The program's conditional-centring data at plain non-centring (prec 0): z = u."""
+    return {f"{name}_{part}": np.zeros(n) for name, n in (("amp", n_amp), ("curv", n_amp), ("dev", n_dev))
+            for part in ("hat", "prec")}
+
+
 def build_stan_data(observations: pd.DataFrame, config: Mapping[str, Any] | None = None) -> StanInput:
     """Turn `modeled_observations` rows into the data of stan/atlas.stan.
 
@@ -452,6 +458,9 @@ def build_stan_data(observations: pd.DataFrame, config: Mapping[str, Any] | None
         "pc_right_t": np.zeros((0, 0)),
         # under the preconditioner, the positive scales are reached by softplus or exp (docs/model.md)
         "scale_softplus": int(par.get("scale_link", "log") == "softplus"),
+        # conditional centring of the per-model and per-state terms: off here (plain non-centred);
+        # precondition.Preconditioner.data() fills it from an earlier posterior
+        **centring_off(len(amp_models), int(dev_mask.sum())),
     }
 
     settings = pd.DataFrame(

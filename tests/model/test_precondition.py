@@ -523,3 +523,82 @@ def test_a_pilot_short_of_the_typical_set_gets_another_round_then_a_diagonal_met
     assert result.settings["metric"] == "unit_e" and result.settings["main_warmup"] == 40
     assert info["pilot_gradient_evals"] > 0 and result.n_gradient_evals > info["pilot_gradient_evals"]
     assert grown in (80, 81) and info["pilot_warmup"] == grown and any(f"2 chains x ({grown} + 40)" in m for m in logged)
+
+
+def draws_under_a_gaussian_likelihood(hat: float, prec: float, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Draws (m, sd) of a hierarchical term m ~ N(0, sd) whose data say N(hat | m, 1 / prec), sd spread over two
+    orders of magnitude: m given sd drawn from its exact conditional posterior (normal prior times normal likelihood,
+    precisions added)."""
+    rng = np.random.default_rng(seed)
+    sd = np.exp(rng.uniform(np.log(0.01), np.log(1.0), n))
+    precision = 1 / sd**2 + prec
+    m = rng.normal(prec * hat / precision, 1 / np.sqrt(precision))
+    return m, sd
+
+
+def test_the_centring_fit_finds_the_terms_likelihood_from_its_draws():
+    m, sd = draws_under_a_gaussian_likelihood(hat=0.7, prec=400.0, n=4000, seed=3)
+    hat, prec = precondition.centring_fit(m, sd)
+    assert hat == pytest.approx(0.7, rel=0.05) and prec == pytest.approx(400.0, rel=0.1)
+    # a term the data say nothing about: its draws are its prior, and it stays plainly non-centred (or so weakly
+    # centred that r = 1 / (1 + sd^2 prec) stays ~1 where its sd lives)
+    sd = np.exp(np.random.default_rng(4).uniform(np.log(0.01), np.log(1.0), 4000))
+    m = sd * np.random.default_rng(5).standard_normal(4000)
+    hat, prec = precondition.centring_fit(m, sd)
+    assert prec * sd.max() ** 2 < 0.05
+
+
+def test_conditionally_centred_coordinates_are_unit_scale_at_every_sd():
+    # the funnel's wide end: plain non-centred z is pinned to a width ~1 / (sd sqrt(prec)) where sd is large; the
+    # centred coordinate keeps width ~1 at both ends of sd
+    m, sd = draws_under_a_gaussian_likelihood(hat=-0.4, prec=900.0, n=20000, seed=6)
+    hat, prec = precondition.centring_fit(m, sd)
+    z = m / sd
+    r = 1 / (1 + sd**2 * prec)
+    u = (z - sd * r * prec * hat) / np.sqrt(r)
+    wide, neck = (sd > 0.6) & (sd < 0.7), (sd > 0.01) & (sd < 0.012)
+    assert z[wide].std() < 0.1 and 0.9 < z[neck].std() < 1.1
+    assert 0.85 < u[wide].std() < 1.15 and 0.85 < u[neck].std() < 1.15
+
+
+@pytest.mark.cmdstan
+def test_conditional_centring_is_a_change_of_variables_of_the_program():
+    # at the same point of the model (the same z and scales), the program's log density in the centred coordinates
+    # u differs from the plain one by log |dz/du| only: the posterior is unchanged. The coordinates are computed by
+    # precondition.centred_coordinates, so this also checks that Python and the program agree on the map; the
+    # Jacobian is taken by finite differences of that map, not from its formula.
+    from atlas_assets.model.engines import log_density_gradients
+    from atlas_assets.model.stan_data import stan_file
+
+    config, stan_input = small_cmdstan_input("the log density is CmdStan's")
+    data = stan_input.data
+    sizes = precondition.block_sizes(data)
+    assert sizes["amp_z"] > 0 and sizes["dev_z"] > 0
+    P = sum(sizes.values())
+    rng = np.random.default_rng(12)
+    x = 0.3 * rng.standard_normal((3, P))
+    blocks = precondition._block_slices(data)
+    scales = np.log1p(np.exp(x[:, blocks["log_scale"]]))           # the packaged softplus link
+    assert data["scale_softplus"] == 1
+    term_sds = {"amp_sd": np.repeat(scales[:, [5]], data["A"], axis=1),
+                "curv_sd": np.repeat(scales[:, [6]], data["A"], axis=1),
+                "offdev_sd": scales[:, [7 + int(k) - 1 for k in data["dev_setting"]]]}
+    centring = {f"{name}_{part}": (rng.normal(0, 1, n) if part == "hat" else np.exp(rng.normal(3, 1, n)))
+                for name, n in (("amp", data["A"]), ("curv", data["A"]), ("dev", data["D"])) for part in ("hat", "prec")}
+    u = precondition.centred_coordinates(x, term_sds, centring, data)
+    identity = identity_map(P, "dense", x)
+    lp_plain, _ = log_density_gradients(stan_file(config), {**data, **identity.data()}, x, engine="cmdstanpy")
+    centred = precondition.Preconditioner(loc=np.zeros(P), chol=np.eye(P), matched=np.ones(P, bool), draws=u,
+                                          centring=centring)
+    lp_centred, _ = log_density_gradients(stan_file(config), {**data, **centred.data()}, u, engine="cmdstanpy")
+    h = 1e-6
+    log_dz_du = np.zeros(len(x))
+    for name, _, _ in precondition.CENTRED_TERMS:
+        cols = np.arange(P)[blocks[{"amp": "amp_z", "curv": "curv_z", "dev": "dev_z"}[name]]]
+        for c in cols:
+            bumped = x.copy()
+            bumped[:, c] += h
+            du_dz = (precondition.centred_coordinates(bumped, term_sds, centring, data)[:, c] - u[:, c]) / h
+            log_dz_du -= np.log(du_dz)
+    assert np.all(np.abs(log_dz_du) > 1)                           # the centring is not the identity here
+    assert np.allclose(lp_centred - lp_plain, log_dz_du, atol=1e-4)
