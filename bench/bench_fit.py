@@ -149,7 +149,7 @@ def _quiet_log(msg: str) -> None:
 def curvature_figures(res, si, cfg, n_draws: int, step_sizes) -> dict:
     """Largest Hessian eigenvalue of the potential at `n_draws` draws of the main fit, in its sampled coordinates;
     printed, and returned for --json."""
-    from atlas_assets.model import curvature
+    from atlas_assets.model import curvature, precondition
     from atlas_assets.model.engines import log_density_gradients
 
     pc = res.preconditioner
@@ -169,7 +169,7 @@ def curvature_figures(res, si, cfg, n_draws: int, step_sizes) -> dict:
                "largest_stable_step_at_q99": round(float(2 / np.sqrt(q[2])), 3)}
     for k, v in figures.items():
         print(f"curvature: {k:34s} {v}")
-    names = curvature.coordinate_names(si)
+    names = precondition.coordinate_names(si, centred=pc.centring is not None)
     moved = curvature.in_posterior_sds(pc, direction)
     figures["stiffest"] = []
     for i in np.argsort(-lam)[:5]:

@@ -6,8 +6,9 @@ main fit adapts one step size for every draw, so the draws where the largest eig
 is high decide how large that step can be. Here that eigenvalue is found per draw by power iteration on
 Hessian-vector products, each a finite difference of two batched gradients (the engine's own gradient: no Hessian
 code), and its direction is read back onto the program's named coordinates (docs/model.md, stop 25: on the real
-panel the stiffest draws sit at the wide ends of the funnels between the reasoning effects' scales, curv_sd and
-offdev_sd, and their non-centred terms).
+panel the stiffest draws sat at the wide ends of the funnels between the reasoning effects' scales, curv_sd and
+offdev_sd, and their non-centred terms; stop 26 centres those terms conditionally). The coordinates' names:
+precondition.coordinate_names.
 """
 
 from __future__ import annotations
@@ -16,9 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from atlas_assets.model.precondition import (BLOCKS, SCALARS, Preconditioner, _amp_models, _dev_labels,
-                                             _rating_families, block_sizes)
-from atlas_assets.model.stan_data import StanInput
+from atlas_assets.model.precondition import Preconditioner
 
 GradientFn = Callable[[np.ndarray], np.ndarray]   # rows of points -> rows of log-density gradients
 
@@ -44,37 +43,6 @@ def largest_curvature(gradient: GradientFn, points: np.ndarray, iterations: int 
 def unstable_share(lam: np.ndarray, step_size: float) -> float:
     """Share of draws where a leapfrog step of `step_size` is unstable along the stiffest direction (eps^2 lam > 4)."""
     return float(np.mean(step_size ** 2 * np.asarray(lam) > 4.0))
-
-
-def coordinate_names(si: StanInput) -> list[str]:
-    """A name per stacked coordinate of the preconditioned program (precondition.BLOCKS order), by model, state,
-    family and setting where the block has one; the scales by name (`offdev_sd[enabled]`, `rating_sd[family]`)."""
-    data = si.data
-    sizes = block_sizes(data)
-    families = list(si.families["family"])
-    bounded = si.families.loc[si.families.bounded_pos >= 0].sort_values("bounded_pos")["family"].tolist()
-    models = list(si.models["model"])
-    off_ladder = si.settings.loc[si.settings.setting_kind == "off_ladder", "setting"].tolist()
-    labels = {
-        "theta_ref_raw": [f"theta_ref_raw[{k + 1}]" for k in range(sizes["theta_ref_raw"])],
-        "pin_free": [f"pin_free[{models[i - 1]}]" for i in data["free_model"]],
-        "b_raw": [f"b_raw[{f}]" for f in families],
-        "lambda_raw": [f"lambda_raw[{f}]" for f in families],
-        "logkappa_raw": [f"logkappa_raw[{f}]" for f in bounded],
-        "shared_effect": [f"shared_effect[{s}]" for s in si.settings["setting"]],
-        "log_scale": [*SCALARS, *(f"offdev_sd[{s}]" for s in off_ladder),
-                      *(f"rating_sd[{f}]" for f in _rating_families(si))],
-        "amp_z": [f"amp_z[{m}]" for m in _amp_models(si)],
-        "curv_z": [f"curv_z[{m}]" for m in _amp_models(si)],
-        "dev_z": [f"dev_z[{label}]" for label in _dev_labels(si)],
-    }
-    names = []
-    for block in BLOCKS:
-        block_names = labels.get(block, [block] * sizes[block])
-        if len(block_names) != sizes[block]:
-            raise ValueError(f"{block}: {len(block_names)} names for {sizes[block]} coordinates")
-        names += block_names
-    return names
 
 
 def in_posterior_sds(pc: Preconditioner, direction: np.ndarray) -> np.ndarray:

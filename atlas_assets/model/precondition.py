@@ -250,9 +250,44 @@ def _dev_labels(si: StanInput) -> list[str]:
     return list(state_labels(st.loc[st.dev_index > 0].sort_values("dev_index")))
 
 
+def _off_ladder_settings(si: StanInput) -> list[str]:
+    return si.settings.loc[si.settings.setting_kind == "off_ladder", "setting"].tolist()
+
+
 def _rating_families(si: StanInput) -> list[str]:
     fam = si.families
     return fam.loc[fam.rating_pos >= 0].sort_values("rating_pos")["family"].tolist()
+
+
+def coordinate_names(si: StanInput, centred: bool = False) -> list[str]:
+    """A name per stacked coordinate (BLOCKS order), by model, state, family and setting where the block has one;
+    the scales by name (`offdev_sd[enabled]`, `rating_sd[family]`). `centred`: the per-model and per-state terms are
+    the conditionally centred u (a map with `centring`), not z."""
+    data, sizes = si.data, block_sizes(si.data)
+    families = list(si.families["family"])
+    bounded = si.families.loc[si.families.bounded_pos >= 0].sort_values("bounded_pos")["family"].tolist()
+    models = list(si.models["model"])
+    term = "u" if centred else "z"
+    labels = {
+        "theta_ref_raw": [f"theta_ref_raw[{k + 1}]" for k in range(sizes["theta_ref_raw"])],
+        "pin_free": [f"pin_free[{models[i - 1]}]" for i in data["free_model"]],
+        "b_raw": [f"b_raw[{f}]" for f in families],
+        "lambda_raw": [f"lambda_raw[{f}]" for f in families],
+        "logkappa_raw": [f"logkappa_raw[{f}]" for f in bounded],
+        "shared_effect": [f"shared_effect[{s}]" for s in si.settings["setting"]],
+        "log_scale": [*SCALARS, *(f"offdev_sd[{s}]" for s in _off_ladder_settings(si)),
+                      *(f"rating_sd[{f}]" for f in _rating_families(si))],
+        "amp_z": [f"amp_{term}[{m}]" for m in _amp_models(si)],
+        "curv_z": [f"curv_{term}[{m}]" for m in _amp_models(si)],
+        "dev_z": [f"dev_{term}[{label}]" for label in _dev_labels(si)],
+    }
+    names = []
+    for block in BLOCKS:
+        block_names = labels.get(block, [block] * sizes[block])
+        if len(block_names) != sizes[block]:
+            raise ValueError(f"{block}: {len(block_names)} names for {sizes[block]} coordinates")
+        names += block_names
+    return names
 
 
 def scale_coordinate(scale, softplus: bool):
@@ -272,9 +307,8 @@ def _log_scales(get: dict, previous: StanInput, current: StanInput, n: int) -> n
         if get.get(name) is not None:
             out[:, col] = log(get[name])
     at = len(SCALARS)
-    off = lambda si: si.settings.loc[si.settings.setting_kind == "off_ladder", "setting"].tolist()  # noqa: E731
-    prev_off = off(previous)
-    for k, setting in enumerate(off(current)):
+    prev_off = _off_ladder_settings(previous)
+    for k, setting in enumerate(_off_ladder_settings(current)):
         if get.get("offdev_sd") is not None and setting in prev_off:
             out[:, at + k] = log(get["offdev_sd"][:, prev_off.index(setting)])
     at += current.data["K_off"]
@@ -320,8 +354,7 @@ def term_scales(previous_posterior, previous: StanInput, current: StanInput, max
         sd = _flat(previous_posterior, name) if name in previous_posterior else None
         out[name] = np.full((len(take), data["A"]), np.nan) if sd is None else np.repeat(
             sd[take].reshape(-1, 1), data["A"], axis=1)
-    prev_off = previous.settings.loc[previous.settings.setting_kind == "off_ladder", "setting"].tolist()
-    cur_off = current.settings.loc[current.settings.setting_kind == "off_ladder", "setting"].tolist()
+    prev_off, cur_off = _off_ladder_settings(previous), _off_ladder_settings(current)
     offdev = _flat(previous_posterior, "offdev_sd") if "offdev_sd" in previous_posterior else None
     dev = np.full((len(take), data["D"]), np.nan)
     for col, k in enumerate(data["dev_setting"]):

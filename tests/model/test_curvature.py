@@ -38,7 +38,7 @@ def test_every_sampled_coordinate_gets_the_name_of_what_it_is():
 
     config, observations = small_panel()
     si = build_stan_data(observations, config)
-    names = curvature.coordinate_names(si)
+    names = precondition.coordinate_names(si)
     sizes = precondition.block_sizes(si.data)
     assert len(names) == sum(sizes.values()) == len(set(names))
     scales = names[sum(sizes[b] for b in precondition.BLOCKS[:precondition.BLOCKS.index("log_scale")]):][
@@ -46,6 +46,11 @@ def test_every_sampled_coordinate_gets_the_name_of_what_it_is():
     assert scales[:7] == list(precondition.SCALARS)
     assert [s for s in scales if s.startswith("offdev_sd")] == ["offdev_sd[disabled]", "offdev_sd[enabled]"]
     assert f"b_raw[{si.families.family.iat[0]}]" in names
+    # under conditional centring the per-model and per-state coordinates are u, not z
+    centred = precondition.coordinate_names(si, centred=True)
+    assert [a for a, b in zip(names, centred) if a != b] == [n for n in names if n.startswith(("amp_z", "curv_z",
+                                                                                                  "dev_z"))]
+    assert all(n.startswith(("amp_u[", "curv_u[", "dev_u[")) for n, z in zip(centred, names) if n != z)
 
 
 def test_a_direction_is_carried_to_the_programs_coordinates_through_the_map():
