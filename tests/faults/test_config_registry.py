@@ -139,7 +139,7 @@ def test_an_unknown_key_in_model_yaml_fails_stan_data_before_it_writes(tmp_path,
     ("outputs.yaml", load_outputs_config, "replicates:", "replicate:", r"line {line}: .*replicate: unknown key"),
     ("publish.yaml", load_publish_config, "required_validation:", "required_validaton:",
      r"line {line}: required_validaton: unknown key"),
-    ("model.yaml", load_model_config, "adapt_delta: 0.7", 'adapt_delta: "0.7"', r"line {line}: sampler\.adapt_delta"),
+    ("model.yaml", load_model_config, "adapt_delta: 0.75", 'adapt_delta: "0.75"', r"line {line}: sampler\.adapt_delta"),
 ], ids=["outputs_yaml_typo", "publish_yaml_typo", "model_yaml_quoted_number"])
 def test_a_schema_validated_config_names_file_key_and_line(name, loader, old, new, named, tmp_path):
     broken, line = edited(CONFIG_DIR / name, tmp_path, old, new)
