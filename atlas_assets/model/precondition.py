@@ -296,6 +296,12 @@ def scale_coordinate(scale, softplus: bool):
     return np.log(np.expm1(scale)) if softplus else np.log(scale)
 
 
+def scale_from_coordinate(coordinate, softplus: bool):
+    """The positive scale of a sampled coordinate (the inverse of scale_coordinate): exp, or softplus."""
+    coordinate = np.asarray(coordinate, dtype=float)
+    return np.logaddexp(0.0, coordinate) if softplus else np.exp(coordinate)
+
+
 def _log_scales(get: dict, previous: StanInput, current: StanInput, n: int) -> np.ndarray:
     """The log_scale block by name: the seven scalars, offdev_sd per off-ladder setting, rating_sd per rating
     family (NaN where the earlier fit has no such scale), each on the program's link (`scale_softplus`)."""
@@ -342,27 +348,15 @@ def _block_slices(data: dict) -> dict[str, slice]:
     return out
 
 
-def term_scales(previous_posterior, previous: StanInput, current: StanInput, max_draws: int = 1000) -> dict:
-    """Per centred term (CENTRED_TERMS), the earlier posterior's draws of its sd for each of the current program's
-    terms, (n, units) with NaN where the earlier fit has no such sd: amp_sd and curv_sd for every model's ladder
-    terms, offdev_sd of the state's off-ladder setting (by name) for each deviation. The same draws as
-    transported_draws takes."""
-    take = _taken(_flat(previous_posterior, "phi").shape[0], max_draws)
-    data = current.data
-    out = {}
-    for name in ("amp_sd", "curv_sd"):
-        sd = _flat(previous_posterior, name) if name in previous_posterior else None
-        out[name] = np.full((len(take), data["A"]), np.nan) if sd is None else np.repeat(
-            sd[take].reshape(-1, 1), data["A"], axis=1)
-    prev_off, cur_off = _off_ladder_settings(previous), _off_ladder_settings(current)
-    offdev = _flat(previous_posterior, "offdev_sd") if "offdev_sd" in previous_posterior else None
-    dev = np.full((len(take), data["D"]), np.nan)
-    for col, k in enumerate(data["dev_setting"]):
-        setting = cur_off[int(k) - 1]
-        if offdev is not None and setting in prev_off:
-            dev[:, col] = offdev[take, prev_off.index(setting)]
-    out["offdev_sd"] = dev
-    return out
+def term_scales(draws: np.ndarray, data: dict) -> dict:
+    """Per centred term (CENTRED_TERMS), the sd of each of the program's terms in every transported draw, (n, units):
+    amp_sd and curv_sd for every model's ladder terms, offdev_sd of its off-ladder setting for each deviation. Read
+    from the draws' own log_scale block (already carried over by name; NaN where the earlier fit had no such sd)."""
+    sizes = block_sizes(data)
+    scales = scale_from_coordinate(draws[:, _block_slices(data)["log_scale"]], bool(data.get("scale_softplus", 0)))
+    column = lambda name: scales[:, [SCALARS.index(name)] * sizes["amp_z"]]  # noqa: E731
+    return {"amp_sd": column("amp_sd"), "curv_sd": column("curv_sd"),
+            "offdev_sd": scales[:, [len(SCALARS) + int(k) - 1 for k in data["dev_setting"]]]}
 
 
 def centring_fit(m: np.ndarray, sd: np.ndarray) -> tuple[float, float]:
@@ -476,7 +470,7 @@ def build_preconditioner(previous_posterior, previous: StanInput, current: StanI
     draws, matched = transported_draws(previous_posterior, previous, current, max_draws)
     centring = None
     if config.get("parametrization", {}).get("conditional_centring", False):
-        term_sds = term_scales(previous_posterior, previous, current, max_draws)
+        term_sds = term_scales(draws, current.data)
         centring = conditional_centring(draws, term_sds, current.data)
         draws = centred_coordinates(draws, term_sds, centring, current.data)
     scales = unmatched_scales(current, config)

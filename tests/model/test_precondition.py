@@ -396,6 +396,9 @@ def test_scale_coordinates_invert_the_programs_links():
     scales = np.array([1e-4, 0.05, 0.3, 1.0, 4.0])
     assert np.allclose(np.log1p(np.exp(precondition.scale_coordinate(scales, softplus=True))), scales, rtol=1e-10)
     assert np.allclose(np.exp(precondition.scale_coordinate(scales, softplus=False)), scales, rtol=1e-12)
+    for softplus in (True, False):
+        assert np.allclose(precondition.scale_from_coordinate(precondition.scale_coordinate(scales, softplus), softplus),
+                           scales, rtol=1e-10)
 
 
 def test_stiffness_correction_leaves_the_map_alone_when_the_draws_are_off_centre():
@@ -583,6 +586,8 @@ def test_conditional_centring_is_a_change_of_variables_of_the_program():
     term_sds = {"amp_sd": np.repeat(scales[:, [5]], data["A"], axis=1),
                 "curv_sd": np.repeat(scales[:, [6]], data["A"], axis=1),
                 "offdev_sd": scales[:, [7 + int(k) - 1 for k in data["dev_setting"]]]}
+    # the map's own reading of the sds from the draws' scale block agrees with this one
+    assert all(np.allclose(precondition.term_scales(x, data)[k], v) for k, v in term_sds.items())
     centring = {f"{name}_{part}": (rng.normal(0, 1, n) if part == "hat" else np.exp(rng.normal(3, 1, n)))
                 for name, n in (("amp", data["A"]), ("curv", data["A"]), ("dev", data["D"])) for part in ("hat", "prec")}
     u = precondition.centred_coordinates(x, term_sds, centring, data)
