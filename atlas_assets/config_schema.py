@@ -225,6 +225,8 @@ class Parametrization(Strict):
 
 class Likelihood(Strict):
     one_censor_eps: Number = Field(ge=0, lt=1)
+    # the bounded families' dispersion saturates smoothly at this (stan/atlas.stan kappa); None: no cap
+    kappa_max: Number | None = Field(default=None, gt=1)
 
 
 class LocScale(Strict):

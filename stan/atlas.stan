@@ -98,6 +98,10 @@ data {
   int<lower=0> N_one;
   array[N_one] int<lower=1, upper=N> one_idx;
   real<lower=0, upper=0.5> one_eps;
+  // log of the cap at which a bounded family's dispersion saturates (0: none): 1 / kappa = exp(-log kappa) +
+  // 1 / kappa_max. Past ~1e7 the beta-binomial is a binomial for any item count here and the log-beta differences
+  // lose every digit (at kappa ~1e18 the log density came out ~3,800 above the typical set; docs/model.md, stop 27)
+  real<lower=0> log_kappa_max;
   // continuous exact zeros (hurdle point mass), floor-free families only
   int<lower=0> N_zero;
   array[N_zero] int<lower=1, upper=N> zero_idx;
@@ -361,7 +365,11 @@ transformed parameters {
   vector[S] phi;          // capability of each reasoning state
   vector[J] b;
   vector[J] beta = exp(nc_lambda ? lambda_mu + lambda_sd * lambda_raw : lambda_raw);
-  vector[J_b] kappa = exp(nc_logkappa ? logkappa_mu + logkappa_sd * logkappa_raw : logkappa_raw);
+  vector[J_b] kappa;
+  {
+    vector[J_b] log_kappa = nc_logkappa ? logkappa_mu + logkappa_sd * logkappa_raw : logkappa_raw;
+    kappa = exp(log_kappa_max > 0 ? log_kappa - log1p_exp(log_kappa - log_kappa_max) : log_kappa);
+  }
   {
     // exact standardisation: mean 0 and sd 1 over the reference models
     vector[M_ref] x = helmert_sum_zero(theta_ref_raw .* helm_scale, helm_k);

@@ -209,7 +209,7 @@ def transported_draws(previous_posterior, previous: StanInput, current: StanInpu
         bpos = int(fam["bounded_pos"].iat[j])
         prev_bpos = int(previous.families["bounded_pos"].iat[pj])
         if bpos >= 0 and prev_bpos >= 0 and get["kappa"] is not None:
-            log_kappa = np.log(get["kappa"][:, prev_bpos])
+            log_kappa = logkappa_coordinate(get["kappa"][:, prev_bpos], data.get("log_kappa_max", 0.0))
             blocks["logkappa_raw"][:, bpos] = (
                 (log_kappa - get["logkappa_mu"]) / get["logkappa_sd"] if data["nc_logkappa"] else log_kappa)
 
@@ -294,6 +294,13 @@ def scale_coordinate(scale, softplus: bool):
     """The sampled coordinate of a positive scale: log, or the inverse of softplus, log(expm1(scale))."""
     scale = np.asarray(scale, dtype=float)
     return np.log(np.expm1(scale)) if softplus else np.log(scale)
+
+
+def logkappa_coordinate(kappa, log_kappa_max: float):
+    """The log dispersion whose saturated value is `kappa` (the inverse of the program's 1 / kappa = exp(-log kappa) +
+    exp(-log_kappa_max)); plain log without a cap (log_kappa_max 0)."""
+    kappa = np.asarray(kappa, dtype=float)
+    return np.log(kappa) - np.log1p(-kappa * np.exp(-log_kappa_max)) if log_kappa_max > 0 else np.log(kappa)
 
 
 def scale_from_coordinate(coordinate, softplus: bool):

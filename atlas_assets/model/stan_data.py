@@ -404,6 +404,9 @@ def build_stan_data(observations: pd.DataFrame, config: Mapping[str, Any] | None
         "N_one": int((piece == "one").sum()),
         "one_idx": idx(piece == "one"),
         "one_eps": eps,
+        # log of the dispersion's cap (0: none); precondition.logkappa_coordinate inverts the program's saturation
+        "log_kappa_max": float(np.log(float(cfg["likelihood"]["kappa_max"])))
+        if cfg["likelihood"].get("kappa_max") else 0.0,
         "N_zero": int((piece == "zero").sum()),
         "zero_idx": idx(piece == "zero"),
         "N_nz": int(nz.sum()),
