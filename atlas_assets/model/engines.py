@@ -241,30 +241,58 @@ def log_density_gradients(stan_file: str | Path, data: Mapping[str, Any], uncons
         model = _pystan_build(source, _jsonable(dict(data)), log)
         return (np.array([model.log_prob(row.tolist()) for row in unconstrained]),
                 np.array([model.grad_log_prob(row.tolist()) for row in unconstrained]))
-    import json
-    import subprocess
-    import tempfile
+    with CmdStanLogDensity(stan_file, data, log) as density:
+        return density(unconstrained)
 
-    import cmdstanpy.utils
 
-    model, _, _ = cmdstan_executable(Path(stan_file), source, log)
-    with tempfile.TemporaryDirectory(prefix="atlas_logprob_") as tmp:
-        data_file, params_file, out_file = (Path(tmp) / n for n in ("data.json", "params.json", "out.csv"))
-        cmdstanpy.utils.write_stan_json(str(data_file), _jsonable(dict(data)))
+class CmdStanLogDensity:
+    """The program's log density and gradient (Jacobian included, up to a constant) at batches of unconstrained
+    points, through CmdStan's `log_prob` method: the executable is found and the data are written once, so a caller
+    that evaluates many small batches (model/placement.py: ~20 batches of ~16 points) does not pay for them each time
+    (measured on the real panel: 0.11 s of data writing and ~0.05 s of lookup per call, against 0.05 s to run one
+    point). Use as a context manager; calling it returns (log density (n,), gradient (n, dim))."""
+
+    def __init__(self, stan_file: str | Path, data: Mapping[str, Any], log: LogFn | None = None):
+        import tempfile
+
+        import cmdstanpy.utils
+
+        log = log or _noop
+        self.model, _, _ = cmdstan_executable(Path(stan_file), Path(stan_file).read_text(), log)
+        self._tmp = tempfile.TemporaryDirectory(prefix="atlas_logprob_")
+        self.data_file = Path(self._tmp.name) / "data.json"
+        cmdstanpy.utils.write_stan_json(str(self.data_file), _jsonable(dict(data)))
+
+    def __enter__(self) -> "CmdStanLogDensity":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._tmp.cleanup()
+
+    def __call__(self, unconstrained: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        import json
+        import subprocess
+
+        import pandas as pd
+
+        unconstrained = np.atleast_2d(np.asarray(unconstrained, dtype=float))
+        params_file, out_file = (Path(self._tmp.name) / n for n in ("params.json", "out.csv"))
         # CmdStan reads an array of arrays in column-major order and then takes the points as consecutive runs of
         # `dim` values: lay the rows out so that that reading returns them (measured on a two-parameter program,
         # tests/model/test_engines.py; passing the rows as they are scrambles every point but the first value)
         n, dim = unconstrained.shape
         laid_out = unconstrained.reshape(-1).reshape(dim, n).T
         params_file.write_text(json.dumps({"params_r": laid_out.tolist()}))
-        run = subprocess.run([str(model.exe_file), "log_prob", f"unconstrained_params={params_file}", "jacobian=1",
-                              "data", f"file={data_file}", "output", f"file={out_file}", "sig_figs=18"],
+        run = subprocess.run([str(self.model.exe_file), "log_prob", f"unconstrained_params={params_file}", "jacobian=1",
+                              "data", f"file={self.data_file}", "output", f"file={out_file}", "sig_figs=18"],
                              capture_output=True, text=True)
         if run.returncode != 0:
             raise RuntimeError(f"CmdStan log_prob failed ({run.returncode}): {run.stderr.strip()[-500:]}")
-        rows = [line for line in out_file.read_text().splitlines() if line and not line.startswith("#")]
-    values = np.array([[float(v) for v in line.split(",")] for line in rows[1:]])
-    return values[:, 0], values[:, 1:]  # lp__, then one column per unconstrained coordinate
+        values = pd.read_csv(out_file, comment="#", float_precision="round_trip").to_numpy(dtype=float)
+        return values[:, 0], values[:, 1:]  # lp__, then one column per unconstrained coordinate
 
 
 def to_inference_data(posterior: dict, stats: dict, warm_stats: dict | None = None, *, coords=None, dims=None):
