@@ -162,6 +162,9 @@ class PilotPreconditioner(Strict):
     main_warmup_unmatched: int = Field(default=300, ge=0)
     # a warm start with more coordinates new since the earlier fit than this takes the pilot route instead
     warm_max_new: int | None = Field(default=0, ge=0)
+    # ... unless they are at most this many: then they are placed by their conditional posterior first
+    # (model/placement.py, CmdStan) and the warm start goes ahead; 0: off
+    warm_place_max: int = Field(default=0, ge=0)
     shrinkage: Number = Field(ge=0, le=1)
     # at most this many earlier draws estimate the map's covariance (evenly spaced over the chains)
     max_draws: int = Field(default=1000, ge=2)

@@ -131,12 +131,23 @@ def sample_posterior(si, cfg: Mapping[str, Any], *, log: Callable[[str], None] =
     source = None
     pilot = None
     fallback = None
+    premade = None
     if warm_from is not None:
         earlier = load_fit(warm_from)
         source = (earlier.idata.posterior, earlier.stan_input, f"earlier fit {Path(warm_from).name}")
         _, matched = precondition.transported_draws(earlier.idata.posterior, earlier.stan_input, si, max_draws=2)
-        fallback = declined_warm_start(pcfg, matched | precondition.standard_normal_mask(si.data),
-                                       Path(warm_from).name)
+        can_place = select_engine(common["engine"]) == "cmdstanpy"
+        placed = matched | precondition.standard_normal_mask(si.data)
+        fallback = declined_warm_start(pcfg, placed, Path(warm_from).name, can_place=can_place)
+        if not fallback and placing_new_coordinates(pcfg, placed, can_place):
+            # new coordinates, placed by their conditional posterior before the map is built (model/placement.py);
+            # where that fails the pilot route runs instead
+            from atlas_assets.model.placement import PlacementError
+
+            try:
+                premade = _map_from(*source, si, cfg, pcfg, common, log, place_seed=seed)
+            except PlacementError as err:
+                fallback = f"pilot: placing the {int(np.sum(~placed))} new coordinates failed ({err})"
         if fallback:
             log(f"warm start declined: {fallback}")
             source, warm_from, earlier = None, None, None
@@ -165,7 +176,7 @@ def sample_posterior(si, cfg: Mapping[str, Any], *, log: Callable[[str], None] =
     rounds = int(pcfg.get("pilot_rounds", 1)) if pilot is not None else 1
     extra_pilots = []
     for round_no in range(1, rounds + 1):
-        pc, info = _map_from(posterior, earlier_si, label, si, cfg, pcfg, common, log)
+        pc, info = premade if premade is not None else _map_from(posterior, earlier_si, label, si, cfg, pcfg, common, log)
         typical = (info.get("stiffness") or {}).get("typical", True)
         if typical or round_no == rounds:
             break
@@ -210,22 +221,33 @@ def sample_posterior(si, cfg: Mapping[str, Any], *, log: Callable[[str], None] =
 
 
 def _map_from(posterior, earlier_si, label: str, si, cfg: Mapping[str, Any], pcfg: Mapping[str, Any],
-              common: Mapping[str, Any], log: Callable[[str], None]):
-    """The affine map of `posterior` carried to this data, shrunk along its stiff directions (CmdStan); (map, info)."""
+              common: Mapping[str, Any], log: Callable[[str], None], place_seed: int | None = None):
+    """The affine map of `posterior` carried to this data, shrunk along its stiff directions (CmdStan); (map, info).
+    `place_seed`: the coordinates new since `posterior` are first placed by their conditional posterior
+    (model/placement.py; PlacementError where that fails)."""
     from atlas_assets.model import precondition
 
     form = pcfg.get("map") or {}
     max_draws = int(pcfg.get("max_draws", 1000))
+    map_args = dict(shrinkage=float(pcfg.get("shrinkage", 0.1)), form=str(form.get("form", "dense")),
+                    max_rank=int(form.get("max_rank", 50)), min_eigenvalue=float(form.get("min_eigenvalue", 2.0)))
 
     def built(earlier_posterior):
-        return precondition.build_preconditioner(earlier_posterior, earlier_si, si, dict(cfg),
-                                                 shrinkage=float(pcfg.get("shrinkage", 0.1)), max_draws=max_draws,
-                                                 form=str(form.get("form", "dense")),
-                                                 max_rank=int(form.get("max_rank", 50)),
-                                                 min_eigenvalue=float(form.get("min_eigenvalue", 2.0)))
+        return precondition.build_preconditioner(earlier_posterior, earlier_si, si, dict(cfg), max_draws=max_draws,
+                                                 **map_args)
 
     pc = built(posterior)
+    placed_info = None
+    if place_seed is not None:
+        from atlas_assets.model import placement
+        from atlas_assets.model.engines import CmdStanLogDensity
+
+        with CmdStanLogDensity(stan_file(cfg), {**si.data, **pc.data()}, log) as density:
+            pc, placed_info = placement.placed_map(pc, si, dict(cfg), density, place_seed, map_args)
+        log(f"placed {placed_info['placed']} new coordinates by their conditional posterior: {placed_info}")
     info = {"mode": "pilot" if label.startswith("pilot") else "warm", "from": label, **precondition.summary(pc)}
+    if placed_info is not None:
+        info["placed"] = placed_info
     stiff = pcfg.get("stiffness") or {}
     if stiff.get("draws") and select_engine(common["engine"]) != "cmdstanpy":
         # PyStan computes a gradient per HTTP call (minutes for 1,000 draws) and samples with diag_e, whose
@@ -291,18 +313,30 @@ def main_adaptation(pcfg: Mapping[str, Any], earlier_idata=None) -> dict:
     return adapt
 
 
-def declined_warm_start(pcfg: Mapping[str, Any], placed: np.ndarray, earlier: str) -> str | None:
+def declined_warm_start(pcfg: Mapping[str, Any], placed: np.ndarray, earlier: str,
+                        can_place: bool = False) -> str | None:
     """Why a warm start from `earlier` gives way to the pilot route, or None. `placed`: coordinates the earlier
     posterior informs, or whose prior is std_normal (precondition.standard_normal_mask: they enter the map at their
     prior exactly). Others new since (a model, state or family) enter at a prior-like place and scale; measured,
     such a warm start cost more than the pilot route (395k against ~290k leapfrog steps, the 04-14 fit onto the
     04-17 panel, 15 of 574 coordinates new), so more than `warm_max_new` of them (default 0; None: no limit, a
-    validation fold) decline it."""
+    validation fold) decline it, unless they are at most `warm_place_max` and are placed by their conditional
+    posterior first (`can_place`: CmdStan, which computes the gradients in one call; placing_new_coordinates)."""
     new = int(np.sum(~np.asarray(placed)))
     limit = pcfg.get("warm_max_new", 0)
     if pcfg.get("mode") != "pilot" or limit is None or new <= int(limit):
         return None
-    return f"pilot: {new} coordinates new since {earlier} (warm_max_new {limit})"
+    if can_place and new <= int(pcfg.get("warm_place_max", 0)):
+        return None
+    return (f"pilot: {new} coordinates new since {earlier} (warm_max_new {limit}, "
+            f"warm_place_max {int(pcfg.get('warm_place_max', 0)) if can_place else 'n/a: PyStan engine'})")
+
+
+def placing_new_coordinates(pcfg: Mapping[str, Any], placed: np.ndarray, can_place: bool) -> bool:
+    """Whether a warm start places its new coordinates (model/placement.py) before building the map: there are
+    some, at most `warm_place_max`, and the engine computes gradients in one call."""
+    new = int(np.sum(~np.asarray(placed)))
+    return can_place and 0 < new <= int(pcfg.get("warm_place_max", 0))
 
 
 def main_metric(pcfg: Mapping[str, Any], placed: np.ndarray, warmup: int,

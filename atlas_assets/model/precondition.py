@@ -480,6 +480,15 @@ def build_preconditioner(previous_posterior, previous: StanInput, current: StanI
         term_sds = term_scales(draws, current.data)
         centring = conditional_centring(draws, term_sds, current.data)
         draws = centred_coordinates(draws, term_sds, centring, current.data)
+    return preconditioner_from_draws(draws, matched, centring, current, config, shrinkage=shrinkage, form=form,
+                                     max_rank=max_rank, min_eigenvalue=min_eigenvalue)
+
+
+def preconditioner_from_draws(draws: np.ndarray, matched: np.ndarray, centring: dict | None, current: StanInput,
+                              config: dict, shrinkage: float = 0.1, form: str = "dense", max_rank: int = 50,
+                              min_eigenvalue: float = 2.0) -> Preconditioner:
+    """The map of draws already in the program's stacked (and, with `centring`, centred) coordinates: the second half
+    of build_preconditioner, also used after new coordinates are placed (model/placement.py)."""
     scales = unmatched_scales(current, config)
     loc = np.where(matched, np.nanmean(np.where(matched, draws, 0.0), axis=0), unmatched_locs(current, config))
     P = draws.shape[1]

@@ -63,6 +63,9 @@ def refit_config(production_config: Mapping[str, Any], validation_cfg: Mapping[s
     # a fold is a measurement, always warm from the production fit: coordinates it adds (a state whose pinned
     # sibling lost its cells) never send it to a pilot (model.yaml `warm_max_new` is the nightly refit's rule)
     pcfg["warm_max_new"] = None
+    # ... and they enter at their prior-like place under the fold's diagonal metric, as the folds were measured
+    # (placing them first, model/placement.py, is the nightly refit's route and was not measured on folds)
+    pcfg["warm_place_max"] = 0
     if r.get("metric"):
         pcfg["main_adapt"] = {**(pcfg.get("main_adapt") or {}), "metric": r["metric"]}
     return cfg

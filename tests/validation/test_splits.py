@@ -182,6 +182,7 @@ def test_a_fold_refit_is_always_warm_with_the_configured_metric():
     refit = refit_config(production, validation, "masked_2")
     pcfg = refit["sampler"]["precondition"]
     assert pcfg["warm_max_new"] is None and pcfg["main_adapt"]["metric"] == "diag_e" and pcfg["main_warmup"] == 150
+    assert pcfg["warm_place_max"] == 0
     assert production["sampler"]["precondition"]["warm_max_new"] == 0          # the production config is untouched
     assert refit["sampler"]["seed"] != refit_config(production, validation, "masked_3")["sampler"]["seed"]
     plain = refit_config(production, load_validation_config(overrides={"refit": {"metric": None}}), "masked_2")

@@ -1,0 +1,139 @@
+"""Placing coordinates new since an earlier posterior (model/placement.py): each new coordinate, at every earlier draw,
+gets a draw of its conditional posterior given the draw's other coordinates, so a warm start can whiten it."""
+
+import numpy as np
+import pytest
+
+from atlas_assets.model import placement
+
+
+def gaussian(mean: np.ndarray, cov: np.ndarray):
+    """The log density and gradient of N(mean, cov) at rows of z, in the Gradients form."""
+    precision = np.linalg.inv(cov)
+
+    def gradients(z):
+        d = np.atleast_2d(z) - mean
+        return -0.5 * np.einsum("ij,jk,ik->i", d, precision, d), -d @ precision
+
+    return gradients
+
+
+def test_placed_draws_follow_the_conditional_posterior_of_a_gaussian():
+    # truth by the textbook conditioning formulas, independent of the code: x_N | x_R ~ N(mu_N + S_NR S_RR^-1
+    # (x_R - mu_R), S_NN - S_NR S_RR^-1 S_RN); the earlier draws carry x_R from its marginal and nonsense in x_N
+    rng = np.random.default_rng(7)
+    P, new = 6, np.array([1, 4])
+    root = rng.standard_normal((P, P))
+    cov = root @ root.T + 0.5 * np.eye(P)
+    mean = rng.normal(0, 3, P)
+    rest = np.setdiff1d(np.arange(P), new)
+    n = 4000
+    draws = np.zeros((n, P))
+    draws[:, rest] = rng.multivariate_normal(mean[rest], cov[np.ix_(rest, rest)], n)
+    draws[:, new] = 50.0
+    gain = cov[np.ix_(new, rest)] @ np.linalg.inv(cov[np.ix_(rest, rest)])
+    conditional_cov = cov[np.ix_(new, new)] - gain @ cov[np.ix_(rest, new)]
+    conditional_mean = mean[new] + (draws[:, rest] - mean[rest]) @ gain.T
+
+    placed = placement.place_new_coordinates(gaussian(mean, cov), draws, new, np.random.default_rng(1))
+
+    # the mode at the centre (z = 0) and the conditional sds
+    assert placed.mode == pytest.approx(mean[new] + gain @ (0 - mean[rest]), abs=1e-5)
+    assert placed.sd == pytest.approx(np.sqrt(np.diag(conditional_cov)), rel=1e-3)
+    # the other coordinates are untouched; the new ones scatter around each draw's own conditional mean ...
+    assert np.array_equal(placed.z[:, rest], draws[:, rest])
+    residual = placed.z[:, new] - conditional_mean
+    assert np.abs(residual.mean(axis=0)).max() < 4 * np.sqrt(np.diag(conditional_cov).max() / n)
+    assert np.cov(residual.T) == pytest.approx(conditional_cov, rel=0.1, abs=0.02 * np.abs(conditional_cov).max())
+    # ... so that the draws together follow the joint posterior
+    assert np.cov(placed.z.T) == pytest.approx(cov, rel=0.1, abs=0.05 * np.abs(cov).max())
+
+
+def test_the_mode_is_found_from_where_the_log_density_curves_upward_and_through_strong_coupling():
+    # a heavy-tailed conditional (Cauchy, convex beyond one unit from its mode: a Newton step from there goes the
+    # wrong way) and two coordinates coupled as a new pinned state and a difficulty centre that averages it are
+    # (correlation 0.98: coordinate-wise updates diverged on the real panel)
+    mode = np.array([6.0, -3.0, 2.0])
+    coupled = np.linalg.inv(np.array([[1.0, 0.98], [0.98, 1.0]]))
+
+    def gradients(z):
+        z = np.atleast_2d(z)
+        u = z[:, 0] - mode[0]
+        d = z[:, 1:3] - mode[1:]
+        lp = -np.log1p(u ** 2) - 0.5 * np.einsum("ij,jk,ik->i", d, coupled, d)
+        grad = np.zeros_like(z)
+        grad[:, 0] = -2 * u / (1 + u ** 2)
+        grad[:, 1:3] = -d @ coupled
+        return lp, grad
+
+    found, info = placement.conditional_mode(gradients, np.zeros(4), np.array([0, 1, 2]))
+    # stopped where the Newton decrement says the log density is within its tolerance (1e-4) of the maximum: a few
+    # thousandths of a unit here, 1% of the coupled pair's conditional sd (0.2)
+    assert gradients(np.append(found, 0.0))[0][0] > gradients(np.append(mode, 0.0))[0][0] - 1e-4
+    assert found == pytest.approx(mode, abs=5e-3)
+    assert info["iterations"] < 40
+
+
+def test_a_log_density_without_a_maximum_is_not_placed():
+    def rising(z):
+        z = np.atleast_2d(z)
+        return 3.0 * z[:, 0], np.tile([3.0, 0.0], (len(z), 1))
+
+    with pytest.raises(placement.PlacementError):
+        placement.place_new_coordinates(rising, np.zeros((10, 2)), np.array([0]), np.random.default_rng(0))
+
+
+def test_a_warm_start_places_up_to_warm_place_max_new_coordinates_under_cmdstan():
+    from atlas_assets.model.fit_process import declined_warm_start, placing_new_coordinates
+
+    pcfg = {"mode": "pilot", "warm_max_new": 0, "warm_place_max": 2}
+    two_new = np.array([True, False, False, True])
+    assert declined_warm_start(pcfg, two_new, "fit-a", can_place=True) is None
+    assert placing_new_coordinates(pcfg, two_new, can_place=True)
+    # PyStan computes a gradient per call: the pilot route instead
+    assert "PyStan" in declined_warm_start(pcfg, two_new, "fit-a", can_place=False)
+    assert not placing_new_coordinates(pcfg, two_new, can_place=False)
+    # more than warm_place_max: the pilot route
+    assert declined_warm_start(pcfg, np.array([True, False, False, False]), "fit-a", can_place=True).startswith(
+        "pilot: 3 coordinates new")
+    # nothing new: nothing to place
+    assert not placing_new_coordinates(pcfg, np.ones(4, bool), can_place=True)
+
+
+@pytest.mark.cmdstan
+def test_a_refit_with_a_new_model_stays_warm_and_places_it_where_the_posterior_is(tmp_path):
+    # the nightly case: last night's fit lacks a model that today's data have. The warm start goes ahead (it used
+    # to give way to the pilot), the new model's capability enters the map where the refit's posterior puts it,
+    # and the main fit keeps the identity metric and its short warmup
+    from atlas_assets.model import precondition
+    from atlas_assets.model.fit_process import run_fit, sample_posterior
+    from atlas_assets.model.stan_data import build_stan_data, state_labels
+    from tests.model.test_precondition import small_cmdstan_input, small_panel
+
+    small_cmdstan_input("placement evaluates the program's gradients through CmdStan")
+    config, observations = small_panel()
+    config["sampler"].update(chains=2, draws=150, engine="cmdstanpy")
+    config["sampler"]["precondition"].update(pilot_chains=2, pilot_warmup=60, pilot_draws=60, main_warmup=60,
+                                             stiffness={"draws": 60, "max_rank": 5, "max_shrink": 2.0},
+                                             warm_place_max=20)
+    stan_input = build_stan_data(observations, config)
+    new_model = stan_input.models["model"].iat[stan_input.data["free_model"][-1] - 1]
+    run_fit(observations[observations["model"] != new_model], tmp_path / "last_night", config, log=lambda m: None)
+
+    logged: list[str] = []
+    result, info = sample_posterior(stan_input, config, log=logged.append, warm_from=tmp_path / "last_night")
+    assert info["mode"] == "warm" and "warm_declined" not in info, logged
+    assert info["placed"]["placed"] >= 1 and "unmatched" not in info
+    assert result.settings["metric"] == "unit_e" and result.settings["main_warmup"] == 60
+
+    names = precondition.coordinate_names(stan_input, centred=True)
+    at = names.index(f"pin_free[{new_model}]")
+    pc = result.preconditioner
+    assert pc.matched[at]
+    pinned = stan_input.states.loc[stan_input.states.pinned & (stan_input.states.model == new_model)]
+    label = state_labels(pinned).iat[0]
+    column = list(state_labels(stan_input.states)).index(label)
+    phi = result.idata.posterior["phi"].values.reshape(-1, len(stan_input.states))[:, column]
+    assert abs(pc.loc[at] - phi.mean()) < 3 * phi.std() + 0.05
+    assert 0.25 < pc.scale[at] / phi.std() < 4
+    assert any(m.startswith("placed ") for m in logged)
