@@ -563,7 +563,8 @@ def stiffness_correction(pc: Preconditioner, gradients: np.ndarray, max_rank: in
     # place, or a pilot stopped short of the typical set): their gradients then measure a location error, not
     # stiffness, and shrinking along them would only slow the chains. Measured: typical draws 0.3-0.8% (real panel,
     # pilot and warm; 2x simulated panel, second round); a 4x simulated panel's pilot at 19.8%, whose map left the
-    # main fit at step size 0.018 and tree depth 8-9 (hence 5%, not the 25% of stop 22)
+    # main fit at step size 0.018 and tree depth 8-9 (hence not the 25% of stop 22); warm refits after a data change
+    # 1.2-7.8%, whose identity-metric main fits were as good as any (model.yaml's 10%: docs/model.md, stop 27)
     off_centre = float(np.sum(gradients.mean(axis=0) ** 2) / np.mean(norms ** 2))
     if off_centre > max_mean_share:
         return pc, {"gradient_draws": int(n), "directions_shrunk": 0, "mean_share": round(off_centre, 3),
