@@ -3,15 +3,14 @@
 A nightly refresh usually brings a model or two, a new reasoning state (sometimes the one its model is pinned by)
 and, through the states each family's difficulty centre averages, a few shifted difficulties whose centre moved. No
 earlier draw informs those coordinates, so the warm map (`precondition.build_preconditioner`) leaves them at a
-prior-like place and scale. The main fit's identity metric cannot rescale them, the diagonal route that can costs
-more than the pilot route, and from such inits a chain can leap far into a tail (measured: docs/model.md, stop 27).
-So the warm route used to give way to the pilot for any new coordinate.
+prior-like place and scale. The main fit's identity metric cannot rescale them; a diagonal metric can, but that
+route cost more than the pilot route, and from such inits one chain leapt far into a tail and stuck there (measured:
+docs/model.md, stop 27). So the warm route used to give way to the pilot for any new coordinate.
 
 Here each new coordinate gets, at every earlier draw, a draw from a Gaussian approximation of its conditional
 posterior under the new data given that draw's other coordinates. All of it runs in the sampled coordinates of the
 warm map (z, where a new coordinate is x = loc + scale * z), through the program's own log density and gradient
-(`engines.log_density_gradients`: one CmdStan call per batch of points), so nothing of the likelihood is written
-twice:
+(`engines.CmdStanLogDensity`: one CmdStan call per batch of points), so nothing of the likelihood is written twice:
 
 1. the conditional mode c of the new coordinates at the centre of the earlier draws (z = 0), by damped Newton
    (Levenberg-Marquardt: the gradient and a forward-difference Hessian, then a range of damped steps tried in one
@@ -35,7 +34,7 @@ from typing import Callable
 
 import numpy as np
 
-# z points (m, P) -> (log density (m,), gradient (m, P)), e.g. engines.log_density_gradients on the warm map's data
+# z points (m, P) -> (log density (m,), gradient (m, P)), e.g. engines.CmdStanLogDensity on the warm map's data
 Gradients = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
