@@ -137,3 +137,29 @@ def test_a_refit_with_a_new_model_stays_warm_and_places_it_where_the_posterior_i
     assert abs(pc.loc[at] - phi.mean()) < 3 * phi.std() + 0.05
     assert 0.25 < pc.scale[at] / phi.std() < 4
     assert any(m.startswith("placed ") for m in logged)
+
+
+@pytest.mark.cmdstan
+def test_a_refit_whose_new_coordinates_cannot_be_placed_takes_the_pilot_route(tmp_path, monkeypatch):
+    from atlas_assets.model import placement as placement_module
+    from atlas_assets.model.fit_process import run_fit, sample_posterior
+    from atlas_assets.model.stan_data import build_stan_data
+    from tests.model.test_precondition import small_cmdstan_input, small_panel
+
+    small_cmdstan_input("placement evaluates the program's gradients through CmdStan")
+    config, observations = small_panel()
+    config["sampler"].update(chains=2, draws=60, engine="cmdstanpy")
+    config["sampler"]["precondition"].update(pilot_chains=2, pilot_warmup=40, pilot_draws=40, main_warmup=40,
+                                             stiffness={"draws": 40, "max_rank": 5, "max_shrink": 2.0},
+                                             warm_place_max=20)
+    stan_input = build_stan_data(observations, config)
+    new_model = stan_input.models["model"].iat[stan_input.data["free_model"][-1] - 1]
+    run_fit(observations[observations["model"] != new_model], tmp_path / "last_night", config, log=lambda m: None)
+
+    def no_maximum(*args, **kwargs):
+        raise placement_module.PlacementError("no step increases the log density")
+
+    monkeypatch.setattr(placement_module, "place_new_coordinates", no_maximum)
+    result, info = sample_posterior(stan_input, config, log=lambda m: None, warm_from=tmp_path / "last_night")
+    assert info["mode"] == "pilot" and info["warm_declined"].startswith("pilot: placing the")
+    assert "no step increases" in info["warm_declined"] and info["pilot_rounds"] >= 1
