@@ -64,8 +64,10 @@ data {
   int<lower=3> M_ref;
   array[M_ref] int<lower=1, upper=M> ref_model;
   array[M - M_ref] int<lower=1, upper=M> free_model;
-  // setting code of the pinned state of each free model (never 0 = default)
-  array[M - M_ref] int<lower=1> free_pin_setting;
+  // setting code of the pinned state of each free model: never 0 (default) in the data build, where a model with a
+  // default state is a reference model; 0 where a warm refit places a new reference model as a free one first
+  // (model/placement.py with_models_free)
+  array[M - M_ref] int<lower=0> free_pin_setting;
 
   // ---- reasoning effects ---------------------------------------------------
   int<lower=1> L;                        // ladder levels (minimal..max)

@@ -138,16 +138,23 @@ def sample_posterior(si, cfg: Mapping[str, Any], *, log: Callable[[str], None] =
         _, matched = precondition.transported_draws(earlier.idata.posterior, earlier.stan_input, si, max_draws=2)
         can_place = select_engine(common["engine"]) == "cmdstanpy"
         placed = matched | precondition.standard_normal_mask(si.data)
-        fallback = declined_warm_start(pcfg, placed, Path(warm_from).name, can_place=can_place)
-        if not fallback and placing_new_coordinates(pcfg, placed, can_place):
+        from atlas_assets.model.placement import PlacementError, new_reference_models
+
+        new_references = len(new_reference_models(earlier.stan_input, si))
+        if new_references:
+            # the reference block is then placed through the new models' own capabilities: they count, not the
+            # Helmert coordinates they move
+            placed = placed.copy()
+            placed[:precondition.block_sizes(si.data)["theta_ref_raw"]] = True
+        fallback = declined_warm_start(pcfg, placed, Path(warm_from).name, can_place=can_place,
+                                       extra_new=new_references)
+        if not fallback and placing_new_coordinates(pcfg, placed, can_place, extra_new=new_references):
             # new coordinates, placed by their conditional posterior before the map is built (model/placement.py);
             # where that fails the pilot route runs instead
-            from atlas_assets.model.placement import PlacementError
-
             try:
                 premade = _map_from(*source, si, cfg, pcfg, common, log, place_seed=seed)
             except PlacementError as err:
-                fallback = f"pilot: placing the {int(np.sum(~placed))} new coordinates failed ({err})"
+                fallback = f"pilot: placing the {int(np.sum(~placed)) + new_references} new coordinates failed ({err})"
         if fallback:
             log(f"warm start declined: {fallback}")
             source, warm_from, earlier = None, None, None
@@ -232,22 +239,37 @@ def _map_from(posterior, earlier_si, label: str, si, cfg: Mapping[str, Any], pcf
     map_args = dict(shrinkage=float(pcfg.get("shrinkage", 0.1)), form=str(form.get("form", "dense")),
                     max_rank=int(form.get("max_rank", 50)), min_eigenvalue=float(form.get("min_eigenvalue", 2.0)))
 
-    def built(earlier_posterior):
+    def built(earlier_posterior, extra_phi=None):
+        # a refit that places new coordinates also carries the earlier draws to a changed reference set's scale
+        # (precondition.rescaled_draws; validation folds keep the route they were measured with)
         return precondition.build_preconditioner(earlier_posterior, earlier_si, si, dict(cfg), max_draws=max_draws,
+                                                 extra_phi=extra_phi, restandardise=place_seed is not None,
                                                  **map_args)
 
-    pc = built(posterior)
-    placed_info = None
+    placed_info, extra_phi, ref_info = None, None, None
     if place_seed is not None:
         from atlas_assets.model import placement
         from atlas_assets.model.engines import CmdStanLogDensity
 
-        with CmdStanLogDensity(stan_file(cfg), {**si.data, **pc.data()}, log) as density:
+        def density_for(stan_input, pc):
+            return CmdStanLogDensity(stan_file(cfg), {**stan_input.data, **pc.data()}, log)
+
+        if placement.new_reference_models(earlier_si, si):
+            # a new reference model moves every Helmert coordinate of the reference capabilities: its capability is
+            # placed first, as a free model's, and the earlier draws are carried over again with it
+            extra_phi, ref_info = placement.reference_capabilities(posterior, earlier_si, si, dict(cfg), map_args,
+                                                                   max_draws, density_for, place_seed)
+            log(f"placed the new reference models {ref_info['models']} as free models first: {ref_info}")
+    pc = built(posterior, extra_phi)
+    if place_seed is not None and len(placement.new_coordinates(pc)):
+        with density_for(si, pc) as density:
             pc, placed_info = placement.placed_map(pc, si, dict(cfg), density, place_seed, map_args)
         log(f"placed {placed_info['placed']} new coordinates by their conditional posterior: {placed_info}")
     info = {"mode": "pilot" if label.startswith("pilot") else "warm", "from": label, **precondition.summary(pc)}
     if placed_info is not None:
         info["placed"] = placed_info
+    if ref_info is not None:
+        info["placed_reference_models"] = ref_info
     stiff = pcfg.get("stiffness") or {}
     if stiff.get("draws") and select_engine(common["engine"]) != "cmdstanpy":
         # PyStan computes a gradient per HTTP call (minutes for 1,000 draws) and samples with diag_e, whose
@@ -314,15 +336,16 @@ def main_adaptation(pcfg: Mapping[str, Any], earlier_idata=None) -> dict:
 
 
 def declined_warm_start(pcfg: Mapping[str, Any], placed: np.ndarray, earlier: str,
-                        can_place: bool = False) -> str | None:
+                        can_place: bool = False, extra_new: int = 0) -> str | None:
     """Why a warm start from `earlier` gives way to the pilot route, or None. `placed`: coordinates the earlier
     posterior informs, or whose prior is std_normal (precondition.standard_normal_mask: they enter the map at their
     prior exactly). Others new since (a model, state or family) enter at a prior-like place and scale; measured,
     such a warm start cost more than the pilot route (395k against ~290k leapfrog steps, the 04-14 fit onto the
     04-17 panel, 15 of 574 coordinates new), so more than `warm_max_new` of them (default 0; None: no limit, a
     validation fold) decline it, unless they are at most `warm_place_max` and are placed by their conditional
-    posterior first (`can_place`: CmdStan, which computes the gradients in one call; placing_new_coordinates)."""
-    new = int(np.sum(~np.asarray(placed)))
+    posterior first (`can_place`: CmdStan, which computes the gradients in one call; placing_new_coordinates).
+    `extra_new`: new coordinates not in `placed` (a new reference model's capability)."""
+    new = int(np.sum(~np.asarray(placed))) + int(extra_new)
     limit = pcfg.get("warm_max_new", 0)
     if pcfg.get("mode") != "pilot" or limit is None or new <= int(limit):
         return None
@@ -332,10 +355,10 @@ def declined_warm_start(pcfg: Mapping[str, Any], placed: np.ndarray, earlier: st
             f"warm_place_max {int(pcfg.get('warm_place_max', 0)) if can_place else 'n/a: PyStan engine'})")
 
 
-def placing_new_coordinates(pcfg: Mapping[str, Any], placed: np.ndarray, can_place: bool) -> bool:
+def placing_new_coordinates(pcfg: Mapping[str, Any], placed: np.ndarray, can_place: bool, extra_new: int = 0) -> bool:
     """Whether a warm start places its new coordinates (model/placement.py) before building the map: there are
     some, at most `warm_place_max`, and the engine computes gradients in one call."""
-    new = int(np.sum(~np.asarray(placed)))
+    new = int(np.sum(~np.asarray(placed))) + int(extra_new)
     return can_place and 0 < new <= int(pcfg.get("warm_place_max", 0))
 
 

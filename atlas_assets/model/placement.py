@@ -20,6 +20,11 @@ warm map (z, where a new coordinate is x = loc + scale * z), through the program
    how the conditional mode moves with the draw's other coordinates;
 4. the draw m + L e, with L L' = -H^-1 and e standard normal.
 
+A new reference model (one with a default state) is placed first as a free model against the earlier reference set
+(with_models_free, reference_capabilities): its capability enters the standardised reference vector, so it moves every
+Helmert coordinate of that block and the capability scale itself. The earlier draws are then carried over again with
+it, to the new set's scale (precondition.rescaled_draws), and the rest is placed as above.
+
 The map is then built from these draws like any other. It is only a preconditioner: the posterior does not depend on
 what the placement gets wrong, and the stiffness step's typicality test still sends a poor placement to the diagonal
 route. A log density with no interior maximum along a coordinate, or a Hessian that is not negative definite, raises
@@ -173,3 +178,55 @@ def placed_map(pc, current, config: dict, gradients: Gradients, seed: int, map_a
     matched = pc.matched.copy()
     matched[new] = True
     return preconditioner_from_draws(pc.x(placement.z), matched, pc.centring, current, config, **map_args), placement.info
+
+
+def new_reference_models(previous, current) -> list[str]:
+    """Reference models of `current` that `previous` lacks. The program holds the reference capabilities in Helmert
+    coordinates of their standardised vector, so one new reference model moves every one of those coordinates."""
+    known = set(previous.models["model"])
+    models = current.models["model"]
+    return [models.iat[i - 1] for i in current.data["ref_model"] if models.iat[i - 1] not in known]
+
+
+def with_models_free(si, models) -> object:
+    """A copy of the Stan input `si` in which the reference models `models` are free models: the reference set, and
+    with it the capability scale, is then the one an earlier fit without them had, and each such model's capability
+    is one coordinate of its own (`pin_free`) that place_new_coordinates can place."""
+    from dataclasses import replace
+
+    position = {m: i + 1 for i, m in enumerate(si.models["model"])}
+    moving = {position[m] for m in models}
+    pin_setting = dict(zip(si.data["free_model"], si.data["free_pin_setting"]))
+    pinned = si.states.loc[si.states.pinned].set_index("model")
+    for m in models:
+        pin_setting[position[m]] = int(pinned.loc[m, "setting_code"])
+    free = sorted(pin_setting)
+    data = {**si.data, "ref_model": [i for i in si.data["ref_model"] if i not in moving], "free_model": free,
+            "free_pin_setting": [pin_setting[i] for i in free]}
+    data["M_ref"] = len(data["ref_model"])
+    models_frame = si.models.assign(is_reference=si.models["is_reference"] & ~si.models["model"].isin(list(models)))
+    states = si.states
+    if "is_reference_model" in states:
+        states = states.assign(is_reference_model=states["is_reference_model"] & ~states["model"].isin(list(models)))
+    return replace(si, data=data, models=models_frame, states=states)
+
+
+def reference_capabilities(previous_posterior, previous, current, config: dict, map_args: dict, max_draws: int,
+                           density_for, seed: int, settings: PlacementSettings = PlacementSettings()) -> tuple[dict, dict]:
+    """Capabilities of the reference models new since `previous_posterior`, at each of its (taken) draws: they are
+    placed as free models (with_models_free) together with every other new coordinate, so the earlier fit's
+    reference set fixes the scale; {pinned state label: (n,)}, info. The caller transports the earlier draws again
+    with these (precondition.transported_draws `extra_phi`), which puts every reference capability in place.
+    `density_for(stan_input, map)`: a context manager evaluating the program on that input through that map."""
+    from atlas_assets.model.precondition import build_preconditioner, coordinate_names
+    from atlas_assets.model.stan_data import state_labels
+
+    models = new_reference_models(previous, current)
+    variant = with_models_free(current, models)
+    pc = build_preconditioner(previous_posterior, previous, variant, config, max_draws=max_draws, **map_args)
+    with density_for(variant, pc) as density:
+        placed, info = placed_map(pc, variant, config, density, seed, map_args, settings)
+    names = coordinate_names(variant)
+    pinned = variant.states.loc[variant.states.pinned]
+    labels = dict(zip(pinned["model"], state_labels(pinned)))
+    return {labels[m]: placed.draws[:, names.index(f"pin_free[{m}]")] for m in models}, {"models": models, **info}

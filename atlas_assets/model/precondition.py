@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
+import pandas as pd
 
 from atlas_assets.model.stan_data import StanInput, state_labels
 
@@ -149,13 +150,23 @@ def helmert_coordinates(x: np.ndarray) -> np.ndarray:
 
 
 def transported_draws(previous_posterior, previous: StanInput, current: StanInput,
-                      max_draws: int = 1000) -> tuple[np.ndarray, np.ndarray]:
+                      max_draws: int = 1000, extra_phi: dict | None = None,
+                      restandardise: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Draws of the current program's stacked blocks computed from an earlier posterior by name.
 
+    `extra_phi`: {state label: (n,) capability per taken draw} for states the earlier posterior lacks, read as if it
+    had them (model/placement.py places a new reference model's pinned state so). `restandardise`: where the reference
+    set differs from the earlier one, carry every draw to the new set's capability scale first (rescaled_draws).
     Returns (draws (n, P) with NaN where nothing matches, matched (P,))."""
     phi_prev = _flat(previous_posterior, "phi")
     take = _taken(phi_prev.shape[0], max_draws)
     phi_prev = phi_prev[take]
+    if extra_phi:
+        phi_prev = np.concatenate([phi_prev, np.column_stack([np.asarray(v, float) for v in extra_phi.values()])], axis=1)
+        previous = replace(previous, states=pd.concat(
+            [previous.states, pd.DataFrame({"model": [k.split("|", 1)[0] for k in extra_phi],
+                                            "reasoning_state": [k.split("|", 1)[1] for k in extra_phi]})],
+            ignore_index=True))
     get = {name: (_flat(previous_posterior, name)[take] if name in previous_posterior else None)
            for name in ("theta", "b", "beta", "kappa", "shared_effect", "b_mu", "lambda_mu", "logkappa_mu",
                         "hurdle_a", "amp_z", "curv_z", "dev_z", *SCALARS, "rating_sd", "offdev_sd")}
@@ -169,11 +180,19 @@ def transported_draws(previous_posterior, previous: StanInput, current: StanInpu
     prev_families = {f: i for i, f in enumerate(previous.families["family"])}
     cur_labels = state_labels(current.states).to_numpy()
 
-    # capability of the reference models, standardised per draw, in Helmert coordinates (radius at its centre)
+    # capability of the reference models, standardised per draw, in Helmert coordinates (radius at its centre); a
+    # reference model the earlier posterior lacks enters by its pinned state's capability in `extra_phi`
     ref_models = [current.models["model"].iat[i - 1] for i in data["ref_model"]]
-    if all(m in prev_models for m in ref_models) and get["theta"] is not None:
-        x = get["theta"][:, [prev_models[m] for m in ref_models]]
-        x = (x - x.mean(axis=1, keepdims=True)) / x.std(axis=1, ddof=1, keepdims=True)
+    pinned_labels = dict(zip(current.states.loc[current.states.pinned, "model"],
+                             state_labels(current.states.loc[current.states.pinned])))
+    if get["theta"] is not None and all(m in prev_models or pinned_labels.get(m) in prev_states for m in ref_models):
+        x = np.column_stack([get["theta"][:, prev_models[m]] if m in prev_models
+                             else phi_prev[:, prev_states[pinned_labels[m]]] for m in ref_models])
+        centre, spread = x.mean(axis=1), x.std(axis=1, ddof=1)
+        earlier_refs = set(previous.models.loc[previous.models["is_reference"], "model"])
+        if restandardise and set(ref_models) != earlier_refs:
+            phi_prev, get = rescaled_draws(phi_prev, get, centre, spread)
+        x = (x - centre[:, None]) / spread[:, None]
         blocks["theta_ref_raw"] = helmert_coordinates(x)
     # capability of each free model's pinned state
     pinned = current.states.loc[current.states.pinned].set_index("model")
@@ -238,6 +257,33 @@ def transported_draws(previous_posterior, previous: StanInput, current: StanInpu
     draws = np.concatenate([blocks[name] for name in BLOCKS], axis=1)
     matched = ~np.isnan(draws).any(axis=0)
     return draws, matched
+
+
+def rescaled_draws(phi: np.ndarray, get: dict, centre: np.ndarray, spread: np.ndarray) -> tuple[np.ndarray, dict]:
+    """Earlier draws carried to a capability scale whose reference set has, per draw, mean `centre` and sd `spread`
+    in the earlier scale's units (a reference model added or gone). Capabilities, difficulties and their hyper-mean
+    become (v - centre) / spread; the capability-scale sds (b_sd, shared, ladder and off-ladder sds) and the shared
+    effects are divided by spread; discriminations are multiplied by it (their log and log hyper-mean shifted), so
+    every linear predictor beta (phi - b), and with it the likelihood, is the draw's own. Measured: without this, a
+    refit onto three new frontier reference models left the earlier draws untypical (docs/model.md, stop 27)."""
+    c, s = centre[:, None], spread[:, None]
+    out = dict(get)
+    for name in ("theta", "b"):
+        if out.get(name) is not None:
+            out[name] = (out[name] - c) / s
+    if out.get("b_mu") is not None:
+        out["b_mu"] = (out["b_mu"] - centre) / spread
+    if out.get("beta") is not None:
+        out["beta"] = out["beta"] * s
+    if out.get("lambda_mu") is not None:
+        out["lambda_mu"] = out["lambda_mu"] + np.log(spread)
+    for name in ("b_sd", "shared_sd", "amp_sd", "curv_sd"):
+        if out.get(name) is not None:
+            out[name] = out[name] / spread
+    for name in ("shared_effect", "offdev_sd"):
+        if out.get(name) is not None:
+            out[name] = out[name] / s
+    return (phi - c) / s, out
 
 
 def _amp_models(si: StanInput) -> list[str]:
@@ -465,7 +511,8 @@ def top_eigenpairs(diagonal: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.n
 
 def build_preconditioner(previous_posterior, previous: StanInput, current: StanInput, config: dict,
                          shrinkage: float = 0.1, max_draws: int = 1000, form: str = "dense",
-                         max_rank: int = 50, min_eigenvalue: float = 2.0) -> Preconditioner:
+                         max_rank: int = 50, min_eigenvalue: float = 2.0,
+                         extra_phi: dict | None = None, restandardise: bool = False) -> Preconditioner:
     """Mean and shrunk covariance of the transported draws: (1 - a) S + a diag(S) on matched coordinates,
     unmatched ones uncorrelated at their prior-like scale, centred at 0 (or, for a new pinned state, at the
     mean capability).
@@ -474,7 +521,7 @@ def build_preconditioner(previous_posterior, previous: StanInput, current: StanI
     over the at most `max_rank` eigenpairs (lam, U) of its correlation with lam > `min_eigenvalue`, the slow
     directions the draws see; every other direction keeps its marginal sd (a diagonal metric). Directions stiffer
     than that are found from gradients instead (stiffness_correction)."""
-    draws, matched = transported_draws(previous_posterior, previous, current, max_draws)
+    draws, matched = transported_draws(previous_posterior, previous, current, max_draws, extra_phi, restandardise)
     centring = None
     if config.get("parametrization", {}).get("conditional_centring", False):
         term_sds = term_scales(draws, current.data)

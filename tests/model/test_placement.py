@@ -114,7 +114,7 @@ def test_a_refit_with_a_new_model_stays_warm_and_places_it_where_the_posterior_i
     config, observations = small_panel()
     config["sampler"].update(chains=2, draws=150, engine="cmdstanpy")
     config["sampler"]["precondition"].update(pilot_chains=2, pilot_warmup=60, pilot_draws=60, main_warmup=60,
-                                             stiffness={"draws": 60, "max_rank": 5, "max_shrink": 2.0},
+                                             stiffness={"draws": 60, "max_rank": 5, "max_shrink": 2.0, "max_mean_share": 0.1},
                                              warm_place_max=20)
     stan_input = build_stan_data(observations, config)
     new_model = stan_input.models["model"].iat[stan_input.data["free_model"][-1] - 1]
@@ -124,7 +124,7 @@ def test_a_refit_with_a_new_model_stays_warm_and_places_it_where_the_posterior_i
     result, info = sample_posterior(stan_input, config, log=logged.append, warm_from=tmp_path / "last_night")
     assert info["mode"] == "warm" and "warm_declined" not in info, logged
     assert info["placed"]["placed"] >= 1 and "unmatched" not in info
-    assert result.settings["metric"] == "unit_e" and result.settings["main_warmup"] == 60
+    assert result.settings.get("metric") == "unit_e" and result.settings["main_warmup"] == 60, (info.get("stiffness"), [m for m in logged if "place" in m])
 
     names = precondition.coordinate_names(stan_input, centred=True)
     at = names.index(f"pin_free[{new_model}]")
@@ -163,3 +163,68 @@ def test_a_refit_whose_new_coordinates_cannot_be_placed_takes_the_pilot_route(tm
     result, info = sample_posterior(stan_input, config, log=lambda m: None, warm_from=tmp_path / "last_night")
     assert info["mode"] == "pilot" and info["warm_declined"].startswith("pilot: placing the")
     assert "no step increases" in info["warm_declined"] and info["pilot_rounds"] >= 1
+
+
+@pytest.mark.cmdstan
+def test_a_refit_with_a_new_reference_model_stays_warm(tmp_path):
+    # a new model with a default state is a reference model: its capability enters the standardised reference vector,
+    # so every Helmert coordinate of the reference block moves (here 27 of them; 273 on the real panel). It is placed
+    # first as a free model against the earlier reference set, then the earlier draws are carried over with it.
+    from atlas_assets.model import precondition
+    from atlas_assets.model.fit_process import run_fit, sample_posterior
+    from atlas_assets.model.stan_data import build_stan_data
+    from tests.model.test_precondition import small_cmdstan_input, small_panel
+
+    small_cmdstan_input("placement evaluates the program's gradients through CmdStan")
+    config, observations = small_panel()
+    config["sampler"].update(chains=2, draws=150, engine="cmdstanpy")
+    config["sampler"]["precondition"].update(pilot_chains=2, pilot_warmup=60, pilot_draws=60, main_warmup=60,
+                                             stiffness={"draws": 60, "max_rank": 5, "max_shrink": 2.0, "max_mean_share": 0.1},
+                                             warm_place_max=20)
+    stan_input = build_stan_data(observations, config)
+    new_model = stan_input.models["model"].iat[stan_input.data["ref_model"][-1] - 1]
+    run_fit(observations[observations["model"] != new_model], tmp_path / "last_night", config, log=lambda m: None)
+
+    logged: list[str] = []
+    result, info = sample_posterior(stan_input, config, log=logged.append, warm_from=tmp_path / "last_night")
+    assert info["mode"] == "warm" and "warm_declined" not in info, logged
+    assert any(m.startswith(f"placed the new reference models ['{new_model}']") for m in logged)
+    assert "unmatched" not in info and result.settings.get("metric") == "unit_e", (info.get("stiffness"), info.get("untypical"))
+    pc = result.preconditioner
+    assert pc.matched[:precondition.block_sizes(stan_input.data)["theta_ref_raw"]].all()
+    # the new model's capability in the map is where the refit's posterior has it
+    position = list(stan_input.models["model"]).index(new_model)
+    theta = result.idata.posterior["theta"].values.reshape(-1, len(stan_input.models))[:, position]
+    mapped = pc.x(pc.z(pc.draws))                      # the draws the map was built from
+    assert np.isfinite(mapped).all() and theta.std() > 0
+    assert info["placed_reference_models"]["models"] == [new_model]
+
+
+def test_draws_carried_to_a_new_reference_scale_keep_every_linear_predictor():
+    # a reference model added moves the standardised capability scale by (centre, spread) per draw; the draws carried
+    # to it must predict every observation as before: beta (phi - b) unchanged, scales of capability differences
+    # divided by the spread, and the old reference set no longer at mean 0 / sd 1 where the new one is
+    from atlas_assets.model.precondition import rescaled_draws
+
+    rng = np.random.default_rng(2)
+    n, S, J = 50, 6, 3
+    phi = rng.normal(0, 1, (n, S))
+    get = {"theta": phi[:, :4].copy(), "b": rng.normal(0, 1, (n, J)), "beta": np.exp(rng.normal(1, 0.3, (n, J))),
+           "b_mu": rng.normal(0, 1, n), "lambda_mu": rng.normal(1, 0.1, n), "b_sd": np.exp(rng.normal(0, 0.2, n)),
+           "shared_sd": np.full(n, 0.3), "amp_sd": np.full(n, 0.2), "curv_sd": np.full(n, 0.1),
+           "shared_effect": rng.normal(0, 0.3, (n, 2)), "offdev_sd": np.full((n, 2), 0.4), "kappa": np.full((n, 2), 50.0)}
+    new_capability = rng.normal(2.5, 0.1, n)
+    refs = np.column_stack([get["theta"], new_capability])
+    centre, spread = refs.mean(axis=1), refs.std(axis=1, ddof=1)
+    phi2, get2 = rescaled_draws(phi, get, centre, spread)
+    eta = get["beta"][:, None, :] * (phi[:, :, None] - get["b"][:, None, :])
+    eta2 = get2["beta"][:, None, :] * (phi2[:, :, None] - get2["b"][:, None, :])
+    assert np.allclose(eta, eta2)
+    # the new reference set, in the new units, has mean 0 and sd 1 in every draw
+    refs2 = np.column_stack([get2["theta"], (new_capability - centre) / spread])
+    assert np.allclose(refs2.mean(axis=1), 0) and np.allclose(refs2.std(axis=1, ddof=1), 1)
+    # differences of capability shrink with the spread; log discriminations shift by its log; dispersion untouched
+    assert np.allclose(get2["shared_effect"], get["shared_effect"] / spread[:, None])
+    assert np.allclose(get2["curv_sd"], get["curv_sd"] / spread)
+    assert np.allclose(np.log(get2["beta"]) - get2["lambda_mu"][:, None], np.log(get["beta"]) - get["lambda_mu"][:, None])
+    assert get2["kappa"] is get["kappa"]
