@@ -235,10 +235,9 @@ def log_density_gradients(stan_file: str | Path, data: Mapping[str, Any], uncons
     constant, through the engine that samples: CmdStan's `log_prob` method in one call for all rows, or PyStan's
     `log_prob` / `grad_log_prob` per row."""
     log = log or _noop
-    source = Path(stan_file).read_text()
     unconstrained = np.atleast_2d(np.asarray(unconstrained, dtype=float))
     if select_engine(engine) == "pystan":
-        model = _pystan_build(source, _jsonable(dict(data)), log)
+        model = _pystan_build(Path(stan_file).read_text(), _jsonable(dict(data)), log)
         return (np.array([model.log_prob(row.tolist()) for row in unconstrained]),
                 np.array([model.grad_log_prob(row.tolist()) for row in unconstrained]))
     with CmdStanLogDensity(stan_file, data, log) as density:

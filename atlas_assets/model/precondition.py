@@ -195,10 +195,9 @@ def transported_draws(previous_posterior, previous: StanInput, current: StanInpu
         x = (x - centre[:, None]) / spread[:, None]
         blocks["theta_ref_raw"] = helmert_coordinates(x)
     # capability of each free model's pinned state
-    pinned = current.states.loc[current.states.pinned].set_index("model")
     free_models = [current.models["model"].iat[i - 1] for i in data["free_model"]]
     for col, model in enumerate(free_models):
-        label = f"{model}|{pinned.loc[model, 'reasoning_state']}"
+        label = pinned_labels[model]
         if label in prev_states:
             blocks["pin_free"][:, col] = phi_prev[:, prev_states[label]]
 

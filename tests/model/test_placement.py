@@ -100,28 +100,37 @@ def test_a_warm_start_places_up_to_warm_place_max_new_coordinates_under_cmdstan(
     assert not placing_new_coordinates(pcfg, np.ones(4, bool), can_place=True)
 
 
+def last_nights_fit(tmp_path, role: str, iterations: int = 60, draws: int = 150):
+    """(config, Stan input of the small simulated panel, the model it adds, last night's fit folder): the last free or
+    reference model (`role`) is left out of last night's fit, a short CmdStan run (skipped without CmdStan)."""
+    from atlas_assets.model.fit_process import run_fit
+    from atlas_assets.model.stan_data import build_stan_data
+    from tests.model.test_precondition import small_cmdstan_input, small_panel
+
+    small_cmdstan_input("placement evaluates the program's gradients through CmdStan")
+    config, observations = small_panel()
+    config["sampler"].update(chains=2, draws=draws, engine="cmdstanpy")
+    config["sampler"]["precondition"].update(
+        pilot_chains=2, pilot_warmup=iterations, pilot_draws=iterations, main_warmup=iterations, warm_place_max=20,
+        stiffness={"draws": iterations, "max_rank": 5, "max_shrink": 2.0, "max_mean_share": 0.1})
+    stan_input = build_stan_data(observations, config)
+    new_model = stan_input.models["model"].iat[stan_input.data[f"{role}_model"][-1] - 1]
+    run_fit(observations[observations["model"] != new_model], tmp_path / "last_night", config, log=lambda m: None)
+    return config, stan_input, new_model, tmp_path / "last_night"
+
+
 @pytest.mark.cmdstan
 def test_a_refit_with_a_new_model_stays_warm_and_places_it_where_the_posterior_is(tmp_path):
     # the nightly case: last night's fit lacks a model that today's data have. The warm start goes ahead (it used
     # to give way to the pilot), the new model's capability enters the map where the refit's posterior puts it,
     # and the main fit keeps the identity metric and its short warmup
     from atlas_assets.model import precondition
-    from atlas_assets.model.fit_process import run_fit, sample_posterior
-    from atlas_assets.model.stan_data import build_stan_data, state_labels
-    from tests.model.test_precondition import small_cmdstan_input, small_panel
+    from atlas_assets.model.fit_process import sample_posterior
+    from atlas_assets.model.stan_data import state_labels
 
-    small_cmdstan_input("placement evaluates the program's gradients through CmdStan")
-    config, observations = small_panel()
-    config["sampler"].update(chains=2, draws=150, engine="cmdstanpy")
-    config["sampler"]["precondition"].update(pilot_chains=2, pilot_warmup=60, pilot_draws=60, main_warmup=60,
-                                             stiffness={"draws": 60, "max_rank": 5, "max_shrink": 2.0, "max_mean_share": 0.1},
-                                             warm_place_max=20)
-    stan_input = build_stan_data(observations, config)
-    new_model = stan_input.models["model"].iat[stan_input.data["free_model"][-1] - 1]
-    run_fit(observations[observations["model"] != new_model], tmp_path / "last_night", config, log=lambda m: None)
-
+    config, stan_input, new_model, last_night = last_nights_fit(tmp_path, "free")
     logged: list[str] = []
-    result, info = sample_posterior(stan_input, config, log=logged.append, warm_from=tmp_path / "last_night")
+    result, info = sample_posterior(stan_input, config, log=logged.append, warm_from=last_night)
     assert info["mode"] == "warm" and "warm_declined" not in info, logged
     assert info["placed"]["placed"] >= 1 and "unmatched" not in info
     assert result.settings.get("metric") == "unit_e" and result.settings["main_warmup"] == 60, (info.get("stiffness"), [m for m in logged if "place" in m])
@@ -142,25 +151,15 @@ def test_a_refit_with_a_new_model_stays_warm_and_places_it_where_the_posterior_i
 @pytest.mark.cmdstan
 def test_a_refit_whose_new_coordinates_cannot_be_placed_takes_the_pilot_route(tmp_path, monkeypatch):
     from atlas_assets.model import placement as placement_module
-    from atlas_assets.model.fit_process import run_fit, sample_posterior
-    from atlas_assets.model.stan_data import build_stan_data
-    from tests.model.test_precondition import small_cmdstan_input, small_panel
+    from atlas_assets.model.fit_process import sample_posterior
 
-    small_cmdstan_input("placement evaluates the program's gradients through CmdStan")
-    config, observations = small_panel()
-    config["sampler"].update(chains=2, draws=60, engine="cmdstanpy")
-    config["sampler"]["precondition"].update(pilot_chains=2, pilot_warmup=40, pilot_draws=40, main_warmup=40,
-                                             stiffness={"draws": 40, "max_rank": 5, "max_shrink": 2.0},
-                                             warm_place_max=20)
-    stan_input = build_stan_data(observations, config)
-    new_model = stan_input.models["model"].iat[stan_input.data["free_model"][-1] - 1]
-    run_fit(observations[observations["model"] != new_model], tmp_path / "last_night", config, log=lambda m: None)
+    config, stan_input, _, last_night = last_nights_fit(tmp_path, "free", iterations=40, draws=60)
 
     def no_maximum(*args, **kwargs):
         raise placement_module.PlacementError("no step increases the log density")
 
     monkeypatch.setattr(placement_module, "place_new_coordinates", no_maximum)
-    result, info = sample_posterior(stan_input, config, log=lambda m: None, warm_from=tmp_path / "last_night")
+    result, info = sample_posterior(stan_input, config, log=lambda m: None, warm_from=last_night)
     assert info["mode"] == "pilot" and info["warm_declined"].startswith("pilot: placing the")
     assert "no step increases" in info["warm_declined"] and info["pilot_rounds"] >= 1
 
@@ -171,28 +170,17 @@ def test_a_refit_with_a_new_reference_model_stays_warm(tmp_path):
     # so every Helmert coordinate of the reference block moves (here 27 of them; 273 on the real panel). It is placed
     # first as a free model against the earlier reference set, then the earlier draws are carried over with it.
     from atlas_assets.model import precondition
-    from atlas_assets.model.fit_process import run_fit, sample_posterior
-    from atlas_assets.model.stan_data import build_stan_data
-    from tests.model.test_precondition import small_cmdstan_input, small_panel
+    from atlas_assets.model.fit_process import sample_posterior
 
-    small_cmdstan_input("placement evaluates the program's gradients through CmdStan")
-    config, observations = small_panel()
-    config["sampler"].update(chains=2, draws=150, engine="cmdstanpy")
-    config["sampler"]["precondition"].update(pilot_chains=2, pilot_warmup=60, pilot_draws=60, main_warmup=60,
-                                             stiffness={"draws": 60, "max_rank": 5, "max_shrink": 2.0, "max_mean_share": 0.1},
-                                             warm_place_max=20)
-    stan_input = build_stan_data(observations, config)
-    new_model = stan_input.models["model"].iat[stan_input.data["ref_model"][-1] - 1]
-    run_fit(observations[observations["model"] != new_model], tmp_path / "last_night", config, log=lambda m: None)
-
+    config, stan_input, new_model, last_night = last_nights_fit(tmp_path, "ref")
     logged: list[str] = []
-    result, info = sample_posterior(stan_input, config, log=logged.append, warm_from=tmp_path / "last_night")
+    result, info = sample_posterior(stan_input, config, log=logged.append, warm_from=last_night)
     assert info["mode"] == "warm" and "warm_declined" not in info, logged
     assert any(m.startswith(f"placed the new reference models ['{new_model}']") for m in logged)
     assert "unmatched" not in info and result.settings.get("metric") == "unit_e", (info.get("stiffness"), info.get("untypical"))
     pc = result.preconditioner
     assert pc.matched[:precondition.block_sizes(stan_input.data)["theta_ref_raw"]].all()
-    # the new model's capability in the map is where the refit's posterior has it
+    # the map's draws (the chains' inits) are finite, and the new model's capability is sampled
     position = list(stan_input.models["model"]).index(new_model)
     theta = result.idata.posterior["theta"].values.reshape(-1, len(stan_input.models))[:, position]
     mapped = pc.x(pc.z(pc.draws))                      # the draws the map was built from
