@@ -495,3 +495,68 @@ def test_the_log_density_has_no_spike_where_a_dispersion_is_huge():
     sd = np.log1p(np.exp(x[blocks["log_scale"].start + precondition.SCALARS.index("logkappa_sd")]))
     prior = -0.5 * ((far - mu) / sd) ** 2
     assert np.abs((lp - lp[0]) - (prior - prior[0])).max() < 0.5, (lp - lp[0]) - (prior - prior[0])
+
+
+def test_the_bounded_likelihood_is_the_beta_binomial_and_the_beta_up_to_constants():
+    # The program writes the beta-binomial as log-betas of one parameter and a count, with the kappa term once per
+    # (item count, family) pair, and the beta through one log-beta (docs/model.md, stop 28). Checked against scipy's
+    # own distributions: at points spread over the parameter space, the change of the program's log density when the
+    # counts, their item counts and the continuous scores change equals scipy's change of the log-likelihood, up to
+    # one constant of the data.
+    from scipy import stats
+    from scipy.special import expit
+
+    from atlas_assets.model import precondition
+    from atlas_assets.model.engines import cmdstan_executable
+    from atlas_assets.model.stan_data import stan_file
+    from tests.model.test_precondition import identity_map, small_cmdstan_input
+
+    config, stan_input = small_cmdstan_input("the log density is CmdStan's")
+    data = dict(stan_input.data)
+    assert data["N_bb"] > 20 and data["N_bt"] > 20 and 0 < max(data["floor_c"]) < 1
+    assert config["parametrization"]["logkappa"] == "centered"
+    P = sum(precondition.block_sizes(data).values())
+    with_map = {**data, **identity_map(P, "low_rank", np.zeros((1, P))).data()}
+    rng = np.random.default_rng(11)
+    points = rng.normal(0, 0.5, (8, P))
+    # dispersions from ~3 to ~1,000, the range the real panel's posterior spans
+    points[:, precondition._block_slices(data)["logkappa_raw"]] = rng.uniform(1, 7, (8, data["J_b"]))
+
+    # the transformed parameters at each point: CmdStan's fixed_param sampler, one chain per point
+    model, _, _ = cmdstan_executable(Path(stan_file(config)), Path(stan_file(config)).read_text())
+    at_points = model.sample(data=with_map, fixed_param=True, chains=len(points), iter_sampling=1, seed=1,
+                             inits=[{"pc_z": x.tolist()} for x in points], sig_figs=18, show_progress=False)
+    beta, phi, b, kappa = (at_points.stan_variable(v) for v in ("beta", "phi", "b", "kappa"))
+    assert np.allclose(at_points.stan_variable("pc_z"), points)
+
+    # other counts out of other item counts (the kappa-only term depends on the item count), other scores
+    n = np.asarray(data["bb_n"])
+    n_other = n + rng.integers(0, 6, len(n))
+    other = {**with_map,
+             "bb_n": n_other.tolist(),
+             "bb_k": rng.integers(0, n_other + 1).tolist(),
+             "bt_u": rng.uniform(0.02, 0.98, data["N_bt"]).tolist()}
+    lp, _ = log_density_gradients(stan_file(config), with_map, points, engine="cmdstanpy")
+    lp_other, _ = log_density_gradients(stan_file(config), other, points, engine="cmdstanpy")
+
+    family = np.asarray(data["obs_family"]) - 1
+    state = np.asarray(data["obs_state"]) - 1
+    bounded_pos = np.asarray(data["fam_bpos"]) - 1
+    floor = np.asarray(data["floor_c"])
+    bb, bt = np.asarray(data["bb_idx"]) - 1, np.asarray(data["bt_idx"]) - 1
+    scipy_change = []
+    for d in range(len(points)):
+        eta = beta[d, family] * (phi[d, state] - b[d, family])
+        # E[u] = c + (1 - c) inv_logit(eta); shapes kappa E[u] and kappa (1 - E[u])
+        kap = kappa[d, bounded_pos[family]]
+        shape_a = kap * (floor[family] + (1 - floor[family]) * expit(eta))
+        shape_b = kap * (1 - floor[family]) * expit(-eta)
+        change = (stats.betabinom.logpmf(data["bb_k"], n, shape_a[bb], shape_b[bb]).sum()
+                  - stats.betabinom.logpmf(other["bb_k"], n_other, shape_a[bb], shape_b[bb]).sum()
+                  + stats.beta.logpdf(data["bt_u"], shape_a[bt], shape_b[bt]).sum()
+                  - stats.beta.logpdf(other["bt_u"], shape_a[bt], shape_b[bt]).sum())
+        scipy_change.append(change)
+    offset = (lp - lp_other) - np.asarray(scipy_change)
+    # the points differ: the change moves by far more than the tolerance
+    assert np.ptp(np.asarray(scipy_change)) > 10
+    assert np.ptp(offset) < 1e-6 * np.abs(scipy_change).max(), offset
