@@ -165,6 +165,9 @@ class PilotPreconditioner(Strict):
     # ... unless they are at most this many: then they are placed by their conditional posterior first
     # (model/placement.py, CmdStan) and the warm start goes ahead; 0: off
     warm_place_max: int = Field(default=0, ge=0)
+    # a main fit that fails its gates is followed by another, warm from its own draws, at most this many times
+    # (the last one is gated); 0: off
+    refit_on_failure: int = Field(default=0, ge=0)
     shrinkage: Number = Field(ge=0, le=1)
     # at most this many earlier draws estimate the map's covariance (evenly spaced over the chains)
     max_draws: int = Field(default=1000, ge=2)

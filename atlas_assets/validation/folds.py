@@ -66,6 +66,9 @@ def refit_config(production_config: Mapping[str, Any], validation_cfg: Mapping[s
     # ... and they enter at their prior-like place under the fold's diagonal metric, as the folds were measured
     # (placing them first, model/placement.py, is the nightly refit's route and was not measured on folds)
     pcfg["warm_place_max"] = 0
+    # ... and a fold's fit is used as it came out (its gates are reported, not enforced), so a failed one is not
+    # fitted again
+    pcfg["refit_on_failure"] = 0
     if r.get("metric"):
         pcfg["main_adapt"] = {**(pcfg.get("main_adapt") or {}), "metric": r["metric"]}
     return cfg

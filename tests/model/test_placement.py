@@ -216,3 +216,49 @@ def test_draws_carried_to_a_new_reference_scale_keep_every_linear_predictor():
     assert np.allclose(get2["curv_sd"], get["curv_sd"] / spread)
     assert np.allclose(np.log(get2["beta"]) - get2["lambda_mu"][:, None], np.log(get["beta"]) - get["lambda_mu"][:, None])
     assert get2["kappa"] is get["kappa"]
+
+
+@pytest.mark.cmdstan
+def test_a_main_fit_that_fails_its_gates_is_fitted_again_from_its_own_draws(tmp_path, monkeypatch):
+    # One cold fit in four on the real panel failed its gates after a pilot whose map came out distorted; the failed
+    # fit's own draws make the better map (docs/model.md, stop 28). The verdict on the first main fit is made a
+    # failure here; the second main fit is real: built from the first's draws, sampled, and the one returned.
+    from atlas_assets.model import fit_process
+    from atlas_assets.model.diagnostics import fit_diagnostics
+
+    config, stan_input, _, last_night = last_nights_fit(tmp_path, "free", iterations=40, draws=60)
+    verdicts: list[bool] = []
+
+    def first_one_fails(idata, *args, **kwargs):
+        diag = fit_diagnostics(idata, *args, **kwargs)
+        if not verdicts:
+            diag = {**diag, "passes": False, "failures": {"divergences": "divergences = 2 against the limit 0"}}
+        verdicts.append(diag["passes"])
+        return diag
+
+    monkeypatch.setattr(fit_process, "fit_diagnostics", first_one_fails)
+    fits: list = []
+    real_fit_model = fit_process.fit_model
+
+    def recorded(*args, **kwargs):
+        fits.append(real_fit_model(*args, **kwargs))
+        return fits[-1]
+
+    monkeypatch.setattr(fit_process, "fit_model", recorded)
+    logged: list[str] = []
+    result, info = fit_process.sample_posterior(stan_input, config, log=logged.append, warm_from=last_night)
+    assert len(fits) == 2 and result is fits[1] and verdicts == [False]
+    assert info["failed_main_fits"][0]["failures"] == {"divergences": "divergences = 2 against the limit 0"}
+    first_steps = info["failed_main_fits"][0]["gradient_evals"]
+    assert first_steps > 0 and result.n_gradient_evals > first_steps
+    assert any("main fit again, warm from its draws" in m for m in logged)
+    assert any("preconditioner from the failed main fit" in m for m in logged)
+    # the second fit started from the first one's draws and sampled on its own
+    assert not np.allclose(result.idata.posterior["phi"].values, fits[0].idata.posterior["phi"].values)
+
+    # with refit_on_failure 0 the failed fit is the result (and fails its gates downstream)
+    config["sampler"]["precondition"]["refit_on_failure"] = 0
+    fits.clear()
+    verdicts.clear()
+    result, info = fit_process.sample_posterior(stan_input, config, log=lambda m: None, warm_from=last_night)
+    assert len(fits) == 1 and "failed_main_fits" not in info and verdicts == []

@@ -183,6 +183,8 @@ def test_a_fold_refit_is_always_warm_with_the_configured_metric():
     pcfg = refit["sampler"]["precondition"]
     assert pcfg["warm_max_new"] is None and pcfg["main_adapt"]["metric"] == "diag_e" and pcfg["main_warmup"] == 150
     assert pcfg["warm_place_max"] == 0
+    # a fold's fit is a measurement used as it came out, not fitted again after failing its gates
+    assert pcfg["refit_on_failure"] == 0 and production["sampler"]["precondition"]["refit_on_failure"] == 1
     assert production["sampler"]["precondition"]["warm_max_new"] == 0          # the production config is untouched
     assert refit["sampler"]["seed"] != refit_config(production, validation, "masked_3")["sampler"]["seed"]
     plain = refit_config(production, load_validation_config(overrides={"refit": {"metric": None}}), "masked_2")
