@@ -494,7 +494,7 @@ def test_a_pilot_short_of_the_typical_set_gets_another_round_then_a_diagonal_met
     config, stan_input = small_cmdstan_input("the typicality test needs the log_prob gradients")
     config["sampler"].update(chains=2, draws=40, engine="cmdstanpy")
     config["sampler"]["precondition"].update(pilot_chains=2, pilot_warmup=40, pilot_draws=40, main_warmup=40,
-                                             main_warmup_unmatched=80, pilot_rounds=1,
+                                             main_warmup_unmatched=80, pilot_rounds=1, refit_on_failure=0,
                                              stiffness={"draws": 40, "max_rank": 5, "max_shrink": 2.0})
     real_map = fit_process._map_from
     verdicts: list[bool] = []

@@ -299,7 +299,9 @@ def test_a_fit_runs_log_shows_the_samplers_progress_per_chain(page, server):
     # pilot fit: 20 + 20 iterations, once or in several rounds (a round whose draws are not yet typical of the
     # posterior is followed by another, model.yaml pilot_rounds); main fit: 15 + 15 (tests/ui/server.py)
     rounds = 1 + sum(text.startswith("pilot draws not typical") for text in texts)
-    for chain, total, fits in ((1, 40, rounds), (1, 30, 1), (2, 40, rounds), (2, 30, 1)):
+    # ... and a main fit that fails its gates (likely at 15 draws) is followed by another (model.yaml refit_on_failure)
+    main_fits = 1 + sum(text.startswith("main fit failed its gates") for text in texts)
+    for chain, total, fits in ((1, 40, rounds), (1, 30, main_fits), (2, 40, rounds), (2, 30, main_fits)):
         lines = [(int(m.group(2)), m.group(4)) for m, _ in progress if int(m.group(1)) == chain and int(m.group(3)) == total]
         # one run of lines per fit: a fit's lines are in iteration order, the next fit starts again from 1
         segments: list[list] = []
