@@ -23,6 +23,13 @@
 // directions.
 
 functions {
+  // Shapes (a, b) = (kappa p, kappa (1 - p)) of a bounded score's beta or
+  // beta-binomial, p = c + (1 - c) inv_logit(eta) with floor c and w = 1 - c;
+  // 1 - p is computed as w inv_logit(-eta), so neither loses precision near 1.
+  tuple(vector, vector) bounded_shapes(vector eta, vector kap, vector c, vector w) {
+    return (kap .* fma(w, inv_logit(eta), c), kap .* (w .* inv_logit(-eta)));
+  }
+
   // Isometric map from R^(n-1) onto the sum-to-zero subspace of R^n using the
   // (normalised) Helmert basis, in O(n): column k of the basis holds
   // 1/sqrt(k(k+1)) in rows 1..k and -k/sqrt(k(k+1)) in row k+1.
@@ -526,17 +533,12 @@ model {
     // linear predictor of every observation: beta_j (phi_s - b_j)
     vector[N] eta = beta[obs_family] .* (phi[obs_state] - b[obs_family]);
 
-    // countable scores: beta-binomial on (correct, items), shapes a = kappa p
-    // and b = kappa (1 - p), p = c + (1 - c) inv_logit(eta); 1 - p is
-    // computed as (1 - c) inv_logit(-eta) so that neither loses precision
-    // near 1. The kernel is laid out in transformed data.
+    // countable scores: beta-binomial on (correct, items) with the shapes of
+    // bounded_shapes; the kernel is laid out in transformed data
     if (N_bb > 0) {
-      vector[N_bb] e = eta[bb_idx];
-      vector[N_bb] kap = kappa[bb_fam];
-      vector[N_bb] a = kap .* fma(bb_w, inv_logit(e), bb_c);
-      vector[N_bb] bq = kap .* (bb_w .* inv_logit(-e));
+      tuple(vector[N_bb], vector[N_bb]) ab = bounded_shapes(eta[bb_idx], kappa[bb_fam], bb_c, bb_w);
       target += dot_product(pair_count, lbeta(kappa[pair_fam], pair_n))
-                - sum(lbeta(a[kpos_idx], kpos_k)) - sum(lbeta(bq[nkpos_idx], nkpos_nk));
+                - sum(lbeta(ab.1[kpos_idx], kpos_k)) - sum(lbeta(ab.2[nkpos_idx], nkpos_nk));
     }
     // countable exact zeros in floor-free families: zero-inflated, because a
     // true 0/n is possible under the beta-binomial as well as from the zero
@@ -556,20 +558,16 @@ model {
     // continuous scores strictly inside (0, 1): beta with the same shapes,
     // a log u + b log(1 - u) - lbeta(a, b) up to constants
     if (N_bt > 0) {
-      vector[N_bt] e = eta[bt_idx];
-      vector[N_bt] kap = kappa[bt_fam];
-      vector[N_bt] a = kap .* fma(bt_w, inv_logit(e), bt_c);
-      vector[N_bt] bq = kap .* (bt_w .* inv_logit(-e));
-      target += dot_product(a, bt_log_u) + dot_product(bq, bt_log1m_u) - sum(lbeta(a, bq));
+      tuple(vector[N_bt], vector[N_bt]) ab = bounded_shapes(eta[bt_idx], kappa[bt_fam], bt_c, bt_w);
+      target += dot_product(ab.1, bt_log_u) + dot_product(ab.2, bt_log1m_u) - sum(lbeta(ab.1, ab.2));
     }
     // continuous exact ones: the reported 1 stands for u >= 1 - one_eps; by
     // symmetry P(u >= 1 - eps) = P(1 - u <= eps) with 1 - u ~ beta(b, a)
     if (N_one > 0) {
       array[N_one] int jf = obs_family[one_idx];
-      vector[N_one] kap = kappa[fam_bpos[jf]];
-      vector[N_one] p = floor_c[jf] + (1 - floor_c[jf]) .* inv_logit(eta[one_idx]);
-      vector[N_one] q = exp(log1m_floor[jf] + log1m_inv_logit(eta[one_idx]));
-      target += beta_lcdf(rep_vector(one_eps, N_one) | q .* kap, p .* kap);
+      tuple(vector[N_one], vector[N_one]) ab = bounded_shapes(eta[one_idx], kappa[fam_bpos[jf]], floor_c[jf],
+                                                               1 - floor_c[jf]);
+      target += beta_lcdf(rep_vector(one_eps, N_one) | ab.2, ab.1);
     }
     // zero hurdle, tied to the same comparison: P(zero) rises as phi falls
     // below b_j. Continuous zeros are the point mass; non-zero bounded scores

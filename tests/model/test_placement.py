@@ -119,19 +119,27 @@ def last_nights_fit(tmp_path, role: str, iterations: int = 60, draws: int = 150)
     return config, stan_input, new_model, tmp_path / "last_night"
 
 
+def refitted_warm(tmp_path, role: str):
+    """Today's refit of the small panel from last_nights_fit(tmp_path, role), asserted to have stayed warm:
+    (Stan input, the new model, the fit, its precondition info, its log)."""
+    from atlas_assets.model.fit_process import sample_posterior
+
+    config, stan_input, new_model, last_night = last_nights_fit(tmp_path, role)
+    logged: list[str] = []
+    result, info = sample_posterior(stan_input, config, log=logged.append, warm_from=last_night)
+    assert info["mode"] == "warm" and "warm_declined" not in info, logged
+    return stan_input, new_model, result, info, logged
+
+
 @pytest.mark.cmdstan
 def test_a_refit_with_a_new_model_stays_warm_and_places_it_where_the_posterior_is(tmp_path):
     # the nightly case: last night's fit lacks a model that today's data have. The warm start goes ahead (it used
     # to give way to the pilot), the new model's capability enters the map where the refit's posterior puts it,
     # and the main fit keeps the identity metric and its short warmup
     from atlas_assets.model import precondition
-    from atlas_assets.model.fit_process import sample_posterior
     from atlas_assets.model.stan_data import state_labels
 
-    config, stan_input, new_model, last_night = last_nights_fit(tmp_path, "free")
-    logged: list[str] = []
-    result, info = sample_posterior(stan_input, config, log=logged.append, warm_from=last_night)
-    assert info["mode"] == "warm" and "warm_declined" not in info, logged
+    stan_input, new_model, result, info, logged = refitted_warm(tmp_path, "free")
     assert info["placed"]["placed"] >= 1 and "unmatched" not in info
     assert result.settings.get("metric") == "unit_e" and result.settings["main_warmup"] == 60, (info.get("stiffness"), [m for m in logged if "place" in m])
 
@@ -170,12 +178,8 @@ def test_a_refit_with_a_new_reference_model_stays_warm(tmp_path):
     # so every Helmert coordinate of the reference block moves (here 27 of them; 273 on the real panel). It is placed
     # first as a free model against the earlier reference set, then the earlier draws are carried over with it.
     from atlas_assets.model import precondition
-    from atlas_assets.model.fit_process import sample_posterior
 
-    config, stan_input, new_model, last_night = last_nights_fit(tmp_path, "ref")
-    logged: list[str] = []
-    result, info = sample_posterior(stan_input, config, log=logged.append, warm_from=last_night)
-    assert info["mode"] == "warm" and "warm_declined" not in info, logged
+    stan_input, new_model, result, info, logged = refitted_warm(tmp_path, "ref")
     assert any(m.startswith(f"placed the new reference models ['{new_model}']") for m in logged)
     assert "unmatched" not in info and result.settings.get("metric") == "unit_e", (info.get("stiffness"), info.get("untypical"))
     pc = result.preconditioner
