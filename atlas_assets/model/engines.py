@@ -175,7 +175,8 @@ def fit_model(
 
     `adapt` (optional) shapes warmup: `step_size` (the first step size, e.g. an earlier fit's, instead of 1),
     `init_buffer`, `window`, `term_buffer` (Stan's windowed adaptation: iterations before the first metric
-    window, the first window's length, iterations of step-size-only adaptation at the end).
+    window, the first window's length, iterations of step-size-only adaptation at the end); `engaged: False`
+    (CmdStan): no adaptation at all, so warmup iterations are a burn-in at `step_size` and the metric.
 
     `metric`: "diag_e" (Stan's default: a diagonal metric adapted in warmup windows) or "unit_e" (the identity,
     never adapted; warmup adapts the step size only), for coordinates an affine preconditioner already whitened.
@@ -184,9 +185,11 @@ def fit_model(
     source = Path(stan_file).read_text()
     chosen = select_engine(engine)
     adapt = {k: v for k, v in (adapt or {}).items() if v is not None}
-    unknown = set(adapt) - {"step_size", "init_buffer", "window", "term_buffer"}
+    unknown = set(adapt) - {"step_size", "init_buffer", "window", "term_buffer", "engaged"}
     if unknown:
         raise ValueError(f"unknown adaptation settings {sorted(unknown)}")
+    if adapt.get("engaged") is False and ("step_size" not in adapt or chosen != "cmdstanpy"):
+        raise ValueError("adaptation off (engaged: False) needs a step_size and the CmdStan engine")
     if metric not in ("diag_e", "unit_e"):
         raise ValueError(f"unknown metric {metric!r} (diag_e | unit_e)")
     settings = dict(
@@ -643,7 +646,8 @@ def _fit_cmdstanpy(stan_path, source, data, chains, warmup, draws, seed, init, a
             iter_warmup=warmup,
             iter_sampling=draws,
             seed=int(seed),
-            adapt_delta=adapt_delta,
+            # CmdStanPy refuses an acceptance target when adaptation is off
+            adapt_delta=adapt_delta if adapt.get("engaged", True) else None,
             max_treedepth=max_treedepth,
             inits=init,
             save_warmup=save_warmup,
@@ -654,6 +658,7 @@ def _fit_cmdstanpy(stan_path, source, data, chains, warmup, draws, seed, init, a
             sig_figs=SIG_FIGS,
             metric=metric,
             step_size=adapt.get("step_size"),
+            adapt_engaged=adapt.get("engaged", True),
             # with a fixed (unit) metric there are no metric windows to shape
             adapt_init_phase=adapt.get("init_buffer") if metric == "diag_e" else None,
             adapt_metric_window=adapt.get("window") if metric == "diag_e" else None,

@@ -173,6 +173,25 @@ def test_a_unit_metric_fit_adapts_the_step_size_only(tiny):
 
 
 @pytest.mark.cmdstan
+def test_a_fit_without_adaptation_samples_at_the_step_size_it_was_given(tiny):
+    # the nightly warm refit keeps last night's step size (fit_process.kept_step_size): no dual averaging moves it,
+    # in the burn-in or after it, on every chain
+    require_cmdstan()
+    path, data = tiny
+    kept = fit_model(path, data, chains=2, warmup=20, draws=100, seed=3, engine="cmdstanpy", metric="unit_e",
+                     adapt={"step_size": 0.137, "engaged": False}, save_warmup=True)
+    assert set(np.unique(kept.idata.sample_stats["step_size"].values)) == {0.137}
+    assert set(np.unique(kept.idata.warmup_sample_stats["step_size"].values)) == {0.137}
+    assert abs(float(kept.idata.posterior["mu"].mean()) - data["y"].mean()) < 1.0
+    adapted = fit_model(path, data, chains=2, warmup=20, draws=100, seed=3, engine="cmdstanpy", metric="unit_e",
+                        adapt={"step_size": 0.137})
+    assert 0.137 not in set(np.unique(adapted.idata.sample_stats["step_size"].values))
+    # a fixed step needs a step size, and PyStan's route adapts a diagonal metric, so it is refused there
+    with pytest.raises(ValueError, match="needs a step_size"):
+        fit_model(path, data, chains=1, warmup=10, draws=10, engine="cmdstanpy", adapt={"engaged": False})
+
+
+@pytest.mark.cmdstan
 def test_cmdstanpy_same_seed_identical_draws(tiny):
     """Same program, data, seed and build: bit-identical draws and sampler stats; another seed differs."""
     require_cmdstan()
