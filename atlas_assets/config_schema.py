@@ -113,6 +113,17 @@ CLEANING_GROUPS: dict[str, type[Strict]] = {
 # --------------------------------------------------------------------------- model.yaml
 
 
+class WarmFixedStep(Strict):
+    burn_in: int = Field(default=25, ge=0)
+    accept_within: Number = Field(default=0.1, gt=0, lt=1)
+    max_factor: Number = Field(default=1.25, ge=1)
+
+
+class ColdFixedStep(Strict):
+    tuning_draws: int = Field(default=50, ge=1)
+    max_factor: Number = Field(default=1.25, ge=1)
+
+
 class MainAdapt(Strict):
     # unit_e: the whitened coordinates keep the identity metric, warmup adapts the step size only (CmdStan;
     # PyStan has diag_e only); diag_e: Stan's windows, shaped by the three numbers
@@ -121,6 +132,12 @@ class MainAdapt(Strict):
     window: int | None = Field(default=None, ge=1)
     term_buffer: int | None = Field(default=None, ge=0)
     step_size_from_earlier_fit: bool = False
+    # a warm start keeps the earlier fit's step size (no adaptation, `burn_in` iterations before the draws) when
+    # the earlier fit's draws accepted within `accept_within` of the target (CmdStan, unit_e); absent: adapted
+    warm_fixed_step: WarmFixedStep | None = None
+    # a cold main fit: its warmup and `tuning_draws` draws in one run, then the draws in another at that run's step
+    # size moved to the acceptance target (CmdStan, unit_e); absent: one run, adapted
+    cold_fixed_step: ColdFixedStep | None = None
 
 
 class Stiffness(Strict):

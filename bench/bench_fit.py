@@ -277,6 +277,8 @@ def main(argv=None) -> int:
         "gradient_evals_sampling": int(res.idata.sample_stats["n_steps"].sum()),
         "ms_per_gradient_cpu_estimate": round(1000 * res.sample_seconds * min(2, int(s["chains"])) / res.n_gradient_evals, 3),
         "step_size_per_chain": [round(x, 4) for x in diag["step_size_per_chain"]],
+        "mean_acceptance_per_chain": [round(float(x), 3) for x in
+                                      res.idata.sample_stats["acceptance_rate"].mean("draw").values],
         "mean_tree_depth": round(diag["mean_tree_depth"], 2),
         "max_tree_depth": diag["max_tree_depth"],
         "treedepth_hits": diag["treedepth_hits"],

@@ -212,8 +212,17 @@ def sample_posterior(si, cfg: Mapping[str, Any], *, log: Callable[[str], None] =
     if note:
         info["unmatched" if typical else "untypical"] = note
         log(f"main fit: {note}")
-    res = fit_model(stan_file(cfg), data, chains=chains, warmup=warmup, draws=draws, seed=seed,
-                    init=pc.inits(chains), adapt=adapt, metric=metric, **common)
+    if warm_from is not None:
+        adapt, warmup, kept = kept_step_size(pcfg, adapt, warmup, earlier.idata, metric, common["engine"],
+                                             common["adapt_delta"])
+        if kept:
+            info["main_adapt"] = adapt
+            log(f"main fit: {kept}")
+    res = tuned_main_fit(data, pc.inits(chains), warmup, adapt, metric, cfg, pcfg, common, info, log) \
+        if warm_from is None else None
+    if res is None:
+        res = fit_model(stan_file(cfg), data, chains=chains, warmup=warmup, draws=draws, seed=seed,
+                        init=pc.inits(chains), adapt=adapt, metric=metric, **common)
     res, pc = _again_while_failing(res, pc, si, cfg, pcfg, common, info, log)
     if pilot is not None:
         pilots = [pilot, *extra_pilots]
@@ -373,6 +382,79 @@ def main_adaptation(pcfg: Mapping[str, Any], earlier_idata=None) -> dict:
     if cfg.get("step_size_from_earlier_fit") and earlier_idata is not None and "sample_stats" in earlier_idata:
         adapt["step_size"] = round(float(np.median(earlier_idata.sample_stats["step_size"].values[:, -1])), 6)
     return adapt
+
+
+def step_at_target(step: float, accepted: float, adapt_delta: float, max_factor: float) -> tuple[float, float]:
+    """(step, factor): `step`, at which draws accepted `accepted` on average, moved to where they would accept at
+    `adapt_delta`, by HMC's optimal-scaling law in high dimension, mean acceptance 2 Phi(-c eps^2) (Beskos, Pillai,
+    Roberts, Sanz-Serna and Stuart 2013, Bernoulli 19(5A)); by at most `max_factor` either way.
+
+    Stan's dual averaging ends below that step (its draws accept ~0.82 at a target of 0.75), and on whitened
+    coordinates the U-turn comes after a path of ~pi, so a step below pi / 15 = 0.209 doubles many trajectories from
+    15 leapfrog steps to 31 (measured: sampling at 0.209, 93k sampling steps against 60k; docs/model.md, stop 29)."""
+    from scipy.stats import norm
+
+    factor = float(np.clip(np.sqrt(norm.ppf(adapt_delta / 2) / norm.ppf(accepted / 2)), 1 / max_factor, max_factor))
+    return round(float(step) * factor, 6), factor
+
+
+def kept_step_size(pcfg: Mapping[str, Any], adapt: dict, warmup: int, earlier_idata, metric: str, engine: str,
+                   adapt_delta: float) -> tuple[dict, int, str | None]:
+    """(adapt, warmup, note): a warm start that samples at the earlier fit's step size moved to the acceptance
+    target (step_at_target) instead of adapting one (`main_adapt.warm_fixed_step`: `burn_in` iterations without
+    adaptation, then the draws), or the inputs unchanged and None. Each refit's own acceptance then sets the next
+    one's step, so the rule settles where the draws accept at the target. Only on the whitened route (unit metric,
+    CmdStan) and only when the earlier draws accepted within `accept_within` of the target. Any step size leaves
+    the posterior exact: the gates judge the draws, and a fit that fails them is fitted again with adaptation
+    (`refit_on_failure`)."""
+    cfg = (pcfg.get("main_adapt") or {}).get("warm_fixed_step")
+    if not cfg or metric != "unit_e" or "step_size" not in adapt or select_engine(engine) != "cmdstanpy":
+        return adapt, warmup, None
+    stats = earlier_idata.sample_stats
+    if "acceptance_rate" not in stats:
+        return adapt, warmup, None
+    accepted = float(np.mean(stats["acceptance_rate"].values))
+    if abs(accepted - adapt_delta) > float(cfg.get("accept_within", 0.1)):
+        return adapt, warmup, None
+    step, factor = step_at_target(adapt["step_size"], accepted, adapt_delta, float(cfg.get("max_factor", 1.25)))
+    burn_in = int(cfg.get("burn_in", 25))
+    return ({**adapt, "step_size": step, "engaged": False}, burn_in,
+            f"step size {step}: the earlier fit's {adapt['step_size']} x {factor:.3f} (its draws accepted "
+            f"{accepted:.3f}, target {adapt_delta}), {burn_in} iterations without adaptation")
+
+
+def tuned_main_fit(data: dict, init, warmup: int, adapt: dict, metric: str, cfg: Mapping[str, Any],
+                   pcfg: Mapping[str, Any], common: Mapping[str, Any], info: dict, log: Callable[[str], None]):
+    """A cold main fit in two runs (`main_adapt.cold_fixed_step`), or None when not configured or not on the
+    whitened CmdStan route: the main fit's warmup adapts the step size and `tuning_draws` draws measure its
+    acceptance; the draws are then taken from where those chains stopped, at that step moved to the acceptance
+    target (step_at_target). Measured on six seeds of the real panel: adapted, the chains stopped at 0.19-0.25 and
+    the cold fits took 121k-140k leapfrog steps where the pilot's map was sound; tuned, 124k-126k (docs/model.md,
+    stop 29). The tuning run's steps and seconds count in the fit's."""
+    tcfg = (pcfg.get("main_adapt") or {}).get("cold_fixed_step")
+    if not tcfg or metric != "unit_e" or select_engine(common["engine"]) != "cmdstanpy":
+        return None
+    smp = cfg["sampler"]
+    chains, draws, seed = int(smp["chains"]), int(smp["draws"]), int(smp["seed"])
+    tuning = fit_model(stan_file(cfg), data, chains=chains, warmup=warmup, draws=int(tcfg.get("tuning_draws", 50)),
+                       seed=seed, init=init, adapt=adapt, metric=metric, **common)
+    stats = tuning.idata.sample_stats
+    tuned = float(np.median(stats["step_size"].values[:, -1]))
+    accepted = float(np.mean(stats["acceptance_rate"].values))
+    step, factor = step_at_target(tuned, accepted, common["adapt_delta"], float(tcfg.get("max_factor", 1.25)))
+    log(f"main fit: step size {step}, the tuned {tuned:.6f} x {factor:.3f} (its {tcfg.get('tuning_draws', 50)} "
+        f"draws accepted {accepted:.3f}, target {common['adapt_delta']}): draws from where its chains stopped")
+    where = tuning.idata.posterior["pc_z"].values[:, -1]
+    res = fit_model(stan_file(cfg), data, chains=chains, warmup=0, draws=draws, seed=seed + 15_485_863,
+                    init=[{"pc_z": row.tolist()} for row in where], adapt={"step_size": step, "engaged": False},
+                    metric=metric, **common)
+    res.n_gradient_evals = int(res.n_gradient_evals or 0) + int(tuning.n_gradient_evals or 0)
+    res.sample_seconds += tuning.sample_seconds
+    res.compile_seconds += tuning.compile_seconds
+    info["main_tuning"] = {"tuned_step_size": round(tuned, 6), "accepted": round(accepted, 3),
+                           "step_size": step, "gradient_evals": int(tuning.n_gradient_evals or 0),
+                           "sample_seconds": round(tuning.sample_seconds, 1)}
+    return res
 
 
 def declined_warm_start(pcfg: Mapping[str, Any], placed: np.ndarray, earlier: str,

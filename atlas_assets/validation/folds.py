@@ -69,6 +69,10 @@ def refit_config(production_config: Mapping[str, Any], validation_cfg: Mapping[s
     # ... and a fold's fit is used as it came out (its gates are reported, not enforced), so a failed one is not
     # fitted again
     pcfg["refit_on_failure"] = 0
+    # ... and it adapts its own step size: a fold's posterior (a masked family, a past panel) differs from the
+    # production one more than a night's data change does, and the folds were measured adapting
+    if pcfg.get("main_adapt"):
+        pcfg["main_adapt"] = {**pcfg["main_adapt"], "warm_fixed_step": None}
     if r.get("metric"):
         pcfg["main_adapt"] = {**(pcfg.get("main_adapt") or {}), "metric": r["metric"]}
     return cfg

@@ -141,7 +141,10 @@ def test_a_refit_with_a_new_model_stays_warm_and_places_it_where_the_posterior_i
 
     stan_input, new_model, result, info, logged = refitted_warm(tmp_path, "free")
     assert info["placed"]["placed"] >= 1 and "unmatched" not in info
-    assert result.settings.get("metric") == "unit_e" and result.settings["main_warmup"] == 60, (info.get("stiffness"), [m for m in logged if "place" in m])
+    # (its short warmup: 60 iterations adapting the step size, or 25 of burn-in at last night's, model.yaml
+    # warm_fixed_step, when last night's draws accepted near the target)
+    short = 25 if info.get("main_adapt", {}).get("engaged") is False else 60
+    assert result.settings.get("metric") == "unit_e" and result.settings["main_warmup"] == short, (info.get("stiffness"), [m for m in logged if "place" in m])
 
     names = precondition.coordinate_names(stan_input, centred=True)
     at = names.index(f"pin_free[{new_model}]")
@@ -154,6 +157,41 @@ def test_a_refit_with_a_new_model_stays_warm_and_places_it_where_the_posterior_i
     assert abs(pc.loc[at] - phi.mean()) < 3 * phi.std() + 0.05
     assert 0.25 < pc.scale[at] / phi.std() < 4
     assert any(m.startswith("placed ") for m in logged)
+
+
+@pytest.mark.cmdstan
+def test_a_nightly_refit_samples_at_last_nights_step_size_moved_to_the_acceptance_target(tmp_path):
+    # model.yaml warm_fixed_step: no adaptation, one step size on every chain from the first burn-in iteration on,
+    # set from last night's: larger when last night's draws accepted above the target, smaller below it
+    from atlas_assets.model.fit_process import load_fit, sample_posterior
+
+    config, stan_input, _, last_night = last_nights_fit(tmp_path, "free")
+    earlier = load_fit(last_night).idata.sample_stats
+    earlier_step = float(np.median(earlier["step_size"].values[:, -1]))
+    accepted = float(earlier["acceptance_rate"].values.mean())
+    delta = config["sampler"]["adapt_delta"]
+    adapt_cfg = config["sampler"]["precondition"]["main_adapt"]
+    assert adapt_cfg["warm_fixed_step"]["burn_in"] == 25      # the packaged setting
+    # the 60-iteration fit may accept anywhere: the band is widened so the rule is tested, not the band
+    adapt_cfg["warm_fixed_step"] = {"burn_in": 10, "accept_within": 0.5, "max_factor": 1.25}
+    # 150 draws fail their gates: the fit looked at is the refit itself, not a second one after it
+    config["sampler"]["precondition"]["refit_on_failure"] = 0
+    logged: list[str] = []
+    result, info = sample_posterior(stan_input, config, log=logged.append, warm_from=last_night)
+    assert info["mode"] == "warm" and result.settings["main_warmup"] == 10, logged
+    steps = np.unique(np.concatenate([result.idata.sample_stats["step_size"].values.ravel(),
+                                      result.idata.warmup_sample_stats["step_size"].values.ravel()]))
+    assert len(steps) == 1 and steps[0] == pytest.approx(info["main_adapt"]["step_size"], rel=1e-5)
+    ratio = steps[0] / earlier_step
+    assert 1 / 1.25 - 1e-6 <= ratio <= 1.25 + 1e-6
+    assert (ratio > 1) == (accepted > delta), (accepted, earlier_step, steps[0])
+    assert any("iterations without adaptation" in m for m in logged)
+
+    # switched off, the refit adapts: each chain ends at its own step size after 60 warmup iterations
+    adapt_cfg["warm_fixed_step"] = None
+    adapted, _ = sample_posterior(stan_input, config, log=lambda m: None, warm_from=last_night)
+    assert adapted.settings["main_warmup"] == 60
+    assert len(np.unique(adapted.idata.sample_stats["step_size"].values[:, -1])) == 2
 
 
 @pytest.mark.cmdstan

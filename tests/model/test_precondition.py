@@ -433,6 +433,44 @@ def test_the_main_fit_adapts_a_diagonal_when_coordinates_are_new():
     assert main_metric({"main_adapt": {"metric": "diag_e"}}, np.zeros(5, bool), 150) == ("diag_e", 150, None)
 
 
+@pytest.mark.cmdstan
+def test_a_warm_start_keeps_the_earlier_step_size_only_where_it_suited_the_earlier_posterior():
+    import arviz as az
+
+    from atlas_assets.model.engines import cmdstan_available
+    from atlas_assets.model.fit_process import kept_step_size
+
+    if not cmdstan_available():
+        pytest.skip("the kept step size is a CmdStan route")
+    pcfg = {"main_adapt": {"metric": "unit_e", "warm_fixed_step": {"burn_in": 25, "accept_within": 0.1}}}
+
+    def earlier(accepted: float):
+        rng = np.random.default_rng(0)
+        return az.from_dict(sample_stats={"acceptance_rate": np.clip(accepted + 0.01 * rng.normal(size=(4, 200)), 0, 1),
+                                          "step_size": np.full((4, 200), 0.23)})
+
+    def kept(accepted: float) -> float:
+        adapt, warmup, note = kept_step_size(pcfg, {"step_size": 0.23}, 150, earlier(accepted), "unit_e",
+                                             "cmdstanpy", 0.75)
+        assert adapt["engaged"] is False and warmup == 25 and "0.23 x" in note
+        return adapt["step_size"]
+
+    # draws that accepted at the target keep the step; above it, the step grows, below it, it shrinks; at the high
+    # dimension's scaling law, acceptance 2 Phi(-c eps^2), accepting 0.80 at 0.23 meets 0.75 at 0.23 x 1.12
+    assert kept(0.75) == pytest.approx(0.23, abs=2e-3)
+    assert kept(0.80) == pytest.approx(0.23 * 1.12, abs=3e-3)
+    assert kept(0.70) < 0.23 * 0.93
+    assert kept(0.84) <= 0.23 * 1.25 + 1e-6        # at most max_factor (1.25 by default) either way
+    # draws that accepted far from the target: that step size suited the earlier posterior badly, so it is adapted
+    for accepted in (0.60, 0.92):
+        assert kept_step_size(pcfg, {"step_size": 0.23}, 150, earlier(accepted), "unit_e", "cmdstanpy", 0.75) == (
+            {"step_size": 0.23}, 150, None)
+    # a diagonal metric (new coordinates) adapts, and so does a config without the setting
+    assert kept_step_size(pcfg, {"step_size": 0.23}, 300, earlier(0.8), "diag_e", "cmdstanpy", 0.75)[2] is None
+    assert kept_step_size({"main_adapt": {"metric": "unit_e"}}, {"step_size": 0.23}, 150, earlier(0.8), "unit_e",
+                          "cmdstanpy", 0.75)[2] is None
+
+
 def test_the_pilot_warms_up_longer_on_a_larger_program():
     from atlas_assets.model.fit_process import pilot_warmup
 
@@ -526,6 +564,46 @@ def test_a_pilot_short_of_the_typical_set_gets_another_round_then_a_diagonal_met
     assert result.settings["metric"] == "unit_e" and result.settings["main_warmup"] == 40
     assert info["pilot_gradient_evals"] > 0 and result.n_gradient_evals > info["pilot_gradient_evals"]
     assert grown in (80, 81) and info["pilot_warmup"] == grown and any(f"2 chains x ({grown} + 40)" in m for m in logged)
+
+
+@pytest.mark.cmdstan
+def test_a_cold_main_fit_draws_from_where_its_tuning_run_stopped_at_the_step_moved_to_the_target(monkeypatch):
+    # model.yaml cold_fixed_step: the main fit's warmup and a few draws in one run, then the draws in another, on
+    # one step size set from the first run's: larger when it accepted above the target, smaller below it
+    from atlas_assets.model import fit_process
+
+    config, stan_input = small_cmdstan_input("the tuned main fit is a CmdStan route")
+    config["sampler"].update(chains=2, draws=40, engine="cmdstanpy")
+    pcfg = config["sampler"]["precondition"]
+    pcfg.update(pilot_chains=2, pilot_warmup=40, pilot_draws=40, main_warmup=40, pilot_rounds=1, refit_on_failure=0,
+                stiffness={"draws": 40, "max_rank": 5, "max_shrink": 2.0})
+    assert pcfg["main_adapt"]["cold_fixed_step"]["tuning_draws"] == 50          # the packaged setting
+    pcfg["main_adapt"]["cold_fixed_step"] = {"tuning_draws": 10, "max_factor": 1.25}
+    runs: list[tuple[dict, object]] = []
+    real_fit_model = fit_process.fit_model
+
+    def recorded(*args, **kwargs):
+        res = real_fit_model(*args, **kwargs)
+        runs.append((kwargs, res))
+        return res
+
+    monkeypatch.setattr(fit_process, "fit_model", recorded)
+    result, info = fit_process.sample_posterior(stan_input, config, log=lambda m: None)
+    assert len(runs) == 3                                   # pilot, tuning run, draws
+    (tuning_args, tuning), (main_args, main) = runs[1], runs[2]
+    assert main is result
+    assert (tuning_args["warmup"], tuning_args["draws"]) == (40, 10) and (main_args["warmup"], main_args["draws"]) == (0, 40)
+    assert main_args["init"] == [{"pc_z": row.tolist()} for row in tuning.idata.posterior["pc_z"].values[:, -1]]
+
+    step = info["main_tuning"]["step_size"]
+    assert np.allclose(result.idata.sample_stats["step_size"].values, step, rtol=1e-5)
+    tuned = float(np.median(tuning.idata.sample_stats["step_size"].values[:, -1]))
+    accepted = float(tuning.idata.sample_stats["acceptance_rate"].values.mean())
+    assert 1 / 1.25 - 1e-6 <= step / tuned <= 1.25 + 1e-6
+    assert (step > tuned) == (accepted > config["sampler"]["adapt_delta"]), (tuned, accepted, step)
+    # every leapfrog step counts: the pilot's, the tuning run's and the draws'
+    drawn = int(result.idata.sample_stats["n_steps"].values.sum())
+    assert result.n_gradient_evals == info["pilot_gradient_evals"] + tuning.n_gradient_evals + drawn
 
 
 def draws_under_a_gaussian_likelihood(hat: float, prec: float, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

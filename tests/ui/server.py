@@ -20,7 +20,9 @@ BROKEN_LOCATION = Path(__file__).resolve().parent / "broken_location.py"
 # The smallest fit the model tests run (a too-short fit, tests/model/test_model_assets.py): what the log shows
 # is the point here, not convergence.
 SMALL_FIT_RUN_CONFIG = {"ops": {"capability_fit": {"config": {"chains": 2, "warmup": 15, "draws": 15, "seed": 5}}}}
-SMALL_PILOT = {"pilot_chains": 2, "pilot_warmup": 20, "pilot_draws": 20, "main_warmup": 15}  # 40 iterations, the main fit 30
+# pilot 40 iterations; the main fit's tuning run 15 + 5, its draws 15 (a main fit fitted again after failing: 30)
+SMALL_PILOT = {"pilot_chains": 2, "pilot_warmup": 20, "pilot_draws": 20, "main_warmup": 15,
+               "main_adapt": {"cold_fixed_step": {"tuning_draws": 5}}}
 
 
 def small_fit_state(work_dir: Path, atlas_home: Path) -> Path:

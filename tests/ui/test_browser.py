@@ -297,11 +297,17 @@ def test_a_fit_runs_log_shows_the_samplers_progress_per_chain(page, server):
     assert all(at <= done for _, at in progress)
     cmdstan = any(text.startswith("engine: cmdstanpy") for text in texts)
     # pilot fit: 20 + 20 iterations, once or in several rounds (a round whose draws are not yet typical of the
-    # posterior is followed by another, model.yaml pilot_rounds); main fit: 15 + 15 (tests/ui/server.py)
+    # posterior is followed by another, model.yaml pilot_rounds); main fit: a tuning run of 15 + 5, then 15 draws
+    # without warmup (CmdStan, model.yaml cold_fixed_step), or 15 + 15 in one run (tests/ui/server.py)
     rounds = 1 + sum(text.startswith("pilot draws not typical") for text in texts)
-    # ... and a main fit that fails its gates (likely at 15 draws) is followed by another (model.yaml refit_on_failure)
-    main_fits = 1 + sum(text.startswith("main fit failed its gates") for text in texts)
-    for chain, total, fits in ((1, 40, rounds), (1, 30, main_fits), (2, 40, rounds), (2, 30, main_fits)):
+    tuned = any(text.startswith("main fit: step size") for text in texts)
+    # ... and a main fit that fails its gates (likely at 15 draws) is followed by another, 15 + 15 (model.yaml
+    # refit_on_failure)
+    again = sum(text.startswith("main fit failed its gates") for text in texts)
+    runs = [(40, rounds, "warmup"), (30, again, "warmup"), (20, 1, "warmup"), (15, 1, "sampling")] if tuned else \
+        [(40, rounds, "warmup"), (30, 1 + again, "warmup")]
+    assert tuned == cmdstan, texts
+    for chain, (total, fits, first_phase) in ((c, run) for c in (1, 2) for run in runs):
         lines = [(int(m.group(2)), m.group(4)) for m, _ in progress if int(m.group(1)) == chain and int(m.group(3)) == total]
         # one run of lines per fit: a fit's lines are in iteration order, the next fit starts again from 1
         segments: list[list] = []
@@ -314,4 +320,4 @@ def test_a_fit_runs_log_shows_the_samplers_progress_per_chain(page, server):
             if cmdstan:
                 # CmdStan prints every `refresh` iterations (1 or 2 here) as it goes, not one line per chain once it
                 # has ended; PyStan's progress is polled every 0.25 s, so a fit this short may show few of its lines
-                assert segment[0] == (1, "warmup") and segment[-1] == (total, "sampling") and len(segment) >= 3, (chain, segment)
+                assert segment[0] == (1, first_phase) and segment[-1] == (total, "sampling") and len(segment) >= 3, (chain, segment)

@@ -185,10 +185,15 @@ def test_a_fold_refit_is_always_warm_with_the_configured_metric():
     assert pcfg["warm_place_max"] == 0
     # a fold's fit is a measurement used as it came out, not fitted again after failing its gates
     assert pcfg["refit_on_failure"] == 0 and production["sampler"]["precondition"]["refit_on_failure"] == 1
+    # ... and it adapts its own step size, where the nightly refit keeps last night's
+    assert pcfg["main_adapt"]["warm_fixed_step"] is None
+    assert production["sampler"]["precondition"]["main_adapt"]["warm_fixed_step"]["burn_in"] == 25
     assert production["sampler"]["precondition"]["warm_max_new"] == 0          # the production config is untouched
     assert refit["sampler"]["seed"] != refit_config(production, validation, "masked_3")["sampler"]["seed"]
     plain = refit_config(production, load_validation_config(overrides={"refit": {"metric": None}}), "masked_2")
-    assert plain["sampler"]["precondition"]["main_adapt"] == production["sampler"]["precondition"]["main_adapt"]
+    # without a configured metric a fold keeps the production one, still adapting its step size
+    assert plain["sampler"]["precondition"]["main_adapt"] == {
+        **production["sampler"]["precondition"]["main_adapt"], "warm_fixed_step": None}
 
 
 @pytest.mark.parametrize("fold", ["forward", "forward_strict", "forward_thin", "masked_0", "masked_3", "masked_state"])
