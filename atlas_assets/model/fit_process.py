@@ -212,14 +212,15 @@ def sample_posterior(si, cfg: Mapping[str, Any], *, log: Callable[[str], None] =
     if note:
         info["unmatched" if typical else "untypical"] = note
         log(f"main fit: {note}")
+    res = None
     if warm_from is not None:
         adapt, warmup, kept = kept_step_size(pcfg, adapt, warmup, earlier.idata, metric, common["engine"],
                                              common["adapt_delta"])
         if kept:
             info["main_adapt"] = adapt
             log(f"main fit: {kept}")
-    res = tuned_main_fit(data, pc.inits(chains), warmup, adapt, metric, cfg, pcfg, common, info, log) \
-        if warm_from is None else None
+    else:
+        res = tuned_main_fit(data, pc.inits(chains), warmup, adapt, metric, cfg, pcfg, common, info, log)
     if res is None:
         res = fit_model(stan_file(cfg), data, chains=chains, warmup=warmup, draws=draws, seed=seed,
                         init=pc.inits(chains), adapt=adapt, metric=metric, **common)
@@ -398,6 +399,13 @@ def step_at_target(step: float, accepted: float, adapt_delta: float, max_factor:
     return round(float(step) * factor, 6), factor
 
 
+def fixed_step_config(pcfg: Mapping[str, Any], route: str, metric: str, engine: str) -> Mapping[str, Any] | None:
+    """`main_adapt.<route>` (warm_fixed_step | cold_fixed_step) where a fixed step size can be taken: on the whitened
+    route (unit metric) under CmdStan, which samples without adaptation; None elsewhere or when not configured."""
+    cfg = (pcfg.get("main_adapt") or {}).get(route)
+    return cfg if cfg and metric == "unit_e" and select_engine(engine) == "cmdstanpy" else None
+
+
 def kept_step_size(pcfg: Mapping[str, Any], adapt: dict, warmup: int, earlier_idata, metric: str, engine: str,
                    adapt_delta: float) -> tuple[dict, int, str | None]:
     """(adapt, warmup, note): a warm start that samples at the earlier fit's step size moved to the acceptance
@@ -407,8 +415,8 @@ def kept_step_size(pcfg: Mapping[str, Any], adapt: dict, warmup: int, earlier_id
     CmdStan) and only when the earlier draws accepted within `accept_within` of the target. Any step size leaves
     the posterior exact: the gates judge the draws, and a fit that fails them is fitted again with adaptation
     (`refit_on_failure`)."""
-    cfg = (pcfg.get("main_adapt") or {}).get("warm_fixed_step")
-    if not cfg or metric != "unit_e" or "step_size" not in adapt or select_engine(engine) != "cmdstanpy":
+    cfg = fixed_step_config(pcfg, "warm_fixed_step", metric, engine)
+    if not cfg or "step_size" not in adapt:
         return adapt, warmup, None
     stats = earlier_idata.sample_stats
     if "acceptance_rate" not in stats:
@@ -431,8 +439,8 @@ def tuned_main_fit(data: dict, init, warmup: int, adapt: dict, metric: str, cfg:
     target (step_at_target). Measured on six seeds of the real panel: adapted, the chains stopped at 0.19-0.25 and
     the cold fits took 121k-140k leapfrog steps where the pilot's map was sound; tuned, 124k-126k (docs/model.md,
     stop 29). The tuning run's steps and seconds count in the fit's."""
-    tcfg = (pcfg.get("main_adapt") or {}).get("cold_fixed_step")
-    if not tcfg or metric != "unit_e" or select_engine(common["engine"]) != "cmdstanpy":
+    tcfg = fixed_step_config(pcfg, "cold_fixed_step", metric, common["engine"])
+    if not tcfg:
         return None
     smp = cfg["sampler"]
     chains, draws, seed = int(smp["chains"]), int(smp["draws"]), int(smp["seed"])
