@@ -122,12 +122,17 @@ def scaling_figures(factors: list[float], cfg: dict, seed: int) -> list[dict]:
         diag = fit_diagnostics(res.idata, run_cfg["diagnostics"], max_treedepth=int(run_cfg["sampler"]["max_treedepth"]))
         rows.append({"factor": factor, "observations": si.data["N"], "parameters": int(si.data["S"] + 3 * si.data["J"]),
                      "coordinates": info.get("P"), "map": info.get("form"),
-                     "leapfrog": res.n_gradient_evals, "sample_seconds": round(res.sample_seconds, 1),
+                     "leapfrog": res.n_gradient_evals, "pilot_leapfrog": info.get("pilot_gradient_evals"),
+                     "pilot_rounds": info.get("pilot_rounds"),
+                     "tuning_leapfrog": (info.get("main_tuning") or {}).get("gradient_evals"),
+                     "step_size": (info.get("main_tuning") or {}).get("step_size"),
+                     "sample_seconds": round(res.sample_seconds, 1),
                      # sampling plus everything around it: the map's construction, the gradients of the stiffness
                      # step, reading the draws (compilation is cached)
                      "wall_seconds": round(wall, 1),
                      "ms_per_gradient_cpu": round(1000 * res.sample_seconds * min(2, int(run_cfg["sampler"]["chains"]))
                                                   / res.n_gradient_evals, 3),
+                     "mean_tree_depth": round(diag["mean_tree_depth"], 2),
                      "min_ess_bulk": round(diag["min_ess_bulk"]), "max_rhat": round(diag["max_rhat"], 4),
                      "divergences": diag["divergences"], "passes": diag["passes"]})
         print(json.dumps(rows[-1]), flush=True)
