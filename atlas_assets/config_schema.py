@@ -210,6 +210,9 @@ class Sampler(Strict):
     engine: Literal["auto", "cmdstanpy", "pystan"]
     init_radius: Number = Field(ge=0)
     emit_observation_draws: bool
+    # per-observation draws (mu_obs, log_lik, u_rep) saved with the fit, for the outputs' posterior predictive
+    # checks; a validation fold's fit does without them (validation/folds.refit_config)
+    observation_draws: bool = True
     precondition: PilotPreconditioner | None = None
 
 

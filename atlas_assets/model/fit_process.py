@@ -542,7 +542,7 @@ def run_fit(
     res, precondition_info = sample_posterior(si, cfg, log=log, engine=engine, warm_from=warm_from)
     idata = res.idata
     t_nc = time.perf_counter()
-    if not d.get("emit_obs"):
+    if smp.get("observation_draws", True) and not d.get("emit_obs"):
         add_observation_draws(idata, si, seed=int(smp["seed"]))
         log(f"per-observation draws computed ({time.perf_counter() - t_nc:.1f}s)")
     idata.to_netcdf(str(out / "posterior.nc"))

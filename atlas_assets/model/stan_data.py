@@ -449,7 +449,8 @@ def build_stan_data(observations: pd.DataFrame, config: Mapping[str, Any] | None
         "scale_lambda": float(pre.get("lambda", 0.1)),
         "scale_logkappa": float(pre.get("logkappa", 0.25)),
         "scale_shared": float(pre.get("shared_effect", 0.1)),
-        "emit_obs": int(bool(cfg["sampler"].get("emit_observation_draws", True))),
+        "emit_obs": int(bool(cfg["sampler"].get("emit_observation_draws", True))
+                        and bool(cfg["sampler"].get("observation_draws", True))),
         # affine preconditioner: off here; precondition.Preconditioner.data() switches it on
         "P_pc": 0,
         "pc_loc": [],

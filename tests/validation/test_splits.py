@@ -189,6 +189,8 @@ def test_a_fold_refit_is_always_warm_with_the_configured_metric():
     assert pcfg["main_adapt"]["warm_fixed_step"] is None
     assert production["sampler"]["precondition"]["main_adapt"]["warm_fixed_step"]["burn_in"] == 25
     assert production["sampler"]["precondition"]["warm_max_new"] == 0          # the production config is untouched
+    # the outputs' posterior predictive checks read the production fit's per-observation draws; a fold has no use
+    assert refit["sampler"]["observation_draws"] is False and production["sampler"].get("observation_draws", True)
     assert refit["sampler"]["seed"] != refit_config(production, validation, "masked_3")["sampler"]["seed"]
     plain = refit_config(production, load_validation_config(overrides={"refit": {"metric": None}}), "masked_2")
     # without a configured metric a fold keeps the production one, still adapting its step size

@@ -101,6 +101,12 @@ def test_every_fold_runs_as_a_partition_and_the_summary_scores_model_and_baselin
         predictions = conn.execute("SELECT study, method, count(*) n FROM validation_predictions GROUP BY 1, 2").df()
         folds_table = conn.execute("SELECT * FROM validation_folds").df()
     assert set(metrics["fit"]) == {fit_dir.name} and set(folds_table["fold"]) == set(keys)
+    # a fold's posterior carries the parameters its predictions need, not the production fit's per-observation draws
+    import arviz as az
+
+    for folder in [fit_dir, *folds_table["fit_dir"].map(Path)]:
+        idata = az.from_netcdf(folder / "posterior.nc")
+        assert ("log_likelihood" in idata.groups()) == (folder == fit_dir), folder
     cells = metrics[metrics["study"].isin(["forward", "forward_strict", "forward_thin", "masked"])]
     assert set(cells["method"]) == {"atlas", "eci_form", "eci_form_residual", "family_mean", "model_offset"}
     states = metrics[metrics["study"] == "masked_state"]
