@@ -436,15 +436,32 @@ def _discard_interrupted_pystan_build(source: str, log: LogFn) -> None:
         shutil.rmtree(folder)
 
 
+def pystan_build_lock_path(source: str) -> Path:
+    """The file whose lock a process holds while it builds (or loads) `source` with PyStan, beside httpstan's cache."""
+    import httpstan.cache
+    import httpstan.models
+
+    folder = httpstan.cache.cache_directory()
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{httpstan.models.calculate_model_name(source).replace('/', '_')}.lock"
+
+
 def _pystan_build(source: str, data: dict, log: LogFn, seed: int | None = None):
     """stan.build with the PyStan guards every caller needs (stanc and client without timeouts, an interrupted
-    build discarded): sampling and the gradients at given points go through this one door."""
+    build discarded, one build of a program at a time): sampling and the gradients at given points go through this
+    one door. httpstan builds straight into its cache folder, so two processes building one program at once (two
+    test workers, two fold refits) would write the same files: the second waits on a file lock, as CmdStan
+    compiles do (`cmdstan_executable`), and then finds the program built."""
+    import fcntl
+
     import stan
 
     _patient_stanc()
     _patient_pystan_client()
-    _discard_interrupted_pystan_build(source, log)
-    return stan.build(source, data=data, **({} if seed is None else {"random_seed": seed}))
+    with open(pystan_build_lock_path(source), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        _discard_interrupted_pystan_build(source, log)
+        return stan.build(source, data=data, **({} if seed is None else {"random_seed": seed}))
 
 
 def _fit_pystan(source, data, chains, warmup, draws, seed, init, adapt_delta, max_treedepth, log, save_warmup,

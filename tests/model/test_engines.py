@@ -579,3 +579,44 @@ def test_the_bounded_likelihood_is_the_beta_binomial_and_the_beta_up_to_constant
     # the points differ: the change moves by far more than the tolerance
     assert np.ptp(np.asarray(scipy_change)) > 10
     assert np.ptp(offset) < 1e-6 * np.abs(scipy_change).max(), offset
+
+
+def test_a_pystan_build_holds_a_lock_that_another_process_waits_for(tmp_path, monkeypatch):
+    """httpstan builds a program straight into its cache folder: two processes building one program at once (two
+    test workers, two fold refits) would write the same files. `_pystan_build` holds a per-program file lock
+    while it builds; another process asking for it waits."""
+    import fcntl
+    import types
+
+    import atlas_assets.model.engines as engines
+    import httpstan.cache
+
+    monkeypatch.setattr(httpstan.cache, "cache_directory", lambda: tmp_path)
+    source = "parameters { real x; } model { x ~ normal(0, 1); }"
+    lock_path = engines.pystan_build_lock_path(source)
+    seen = {}
+
+    def build(program, data=None, **kwargs):
+        with open(lock_path, "a") as other:  # another process's attempt, without waiting
+            try:
+                fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                seen["held"] = False
+            except BlockingIOError:
+                seen["held"] = True
+        return "model"
+
+    monkeypatch.setitem(sys.modules, "stan", types.SimpleNamespace(build=build))
+    monkeypatch.setattr(engines, "_patient_stanc", lambda: None)
+    monkeypatch.setattr(engines, "_patient_pystan_client", lambda: None)
+    assert engines._pystan_build(source, {}, log=lambda m: None) == "model"
+    assert seen == {"held": True}
+    # a build under way in another process: this one waits for it to finish
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX); print('locked', flush=True);"
+        " time.sleep(2)"), str(lock_path)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    t0 = time.perf_counter()
+    engines._pystan_build(source, {}, log=lambda m: None)
+    waited = time.perf_counter() - t0
+    holder.wait(timeout=10)
+    assert waited > 1.0, waited
