@@ -72,8 +72,11 @@ run: setup instance
 	$(BIN)/python -m atlas_assets.validation.run_studies
 	@$(BIN)/python -m atlas_assets.publish.summary
 
+# The suite on TEST_WORKERS processes (pytest-xdist), each test file on one worker so its module fixtures are built
+# once: most slow tests wait on subprocesses, servers and a browser. TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 test: setup
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile
 
 dev: setup instance
 	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
