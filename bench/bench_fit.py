@@ -120,12 +120,12 @@ def scaling_figures(factors: list[float], cfg: dict, seed: int) -> list[dict]:
         res, info = sample_posterior(si, run_cfg, log=_quiet_log)
         wall = time.perf_counter() - t0
         diag = fit_diagnostics(res.idata, run_cfg["diagnostics"], max_treedepth=int(run_cfg["sampler"]["max_treedepth"]))
+        tuning = info.get("main_tuning") or {}
         rows.append({"factor": factor, "observations": si.data["N"], "parameters": int(si.data["S"] + 3 * si.data["J"]),
                      "coordinates": info.get("P"), "map": info.get("form"),
                      "leapfrog": res.n_gradient_evals, "pilot_leapfrog": info.get("pilot_gradient_evals"),
                      "pilot_rounds": info.get("pilot_rounds"),
-                     "tuning_leapfrog": (info.get("main_tuning") or {}).get("gradient_evals"),
-                     "step_size": (info.get("main_tuning") or {}).get("step_size"),
+                     "tuning_leapfrog": tuning.get("gradient_evals"), "step_size": tuning.get("step_size"),
                      "sample_seconds": round(res.sample_seconds, 1),
                      # sampling plus everything around it: the map's construction, the gradients of the stiffness
                      # step, reading the draws (compilation is cached)

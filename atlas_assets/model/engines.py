@@ -436,6 +436,17 @@ def _discard_interrupted_pystan_build(source: str, log: LogFn) -> None:
         shutil.rmtree(folder)
 
 
+@contextlib.contextmanager
+def exclusive_lock(path: Path):
+    """Hold an exclusive lock on the file `path` (created if missing) for the block; another process asking for
+    it waits. Compiles of one Stan program, by CmdStan or by PyStan, go one at a time through it."""
+    import fcntl
+
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
 def pystan_build_lock_path(source: str) -> Path:
     """The file whose lock a process holds while it builds (or loads) `source` with PyStan, beside httpstan's cache."""
     import httpstan.cache
@@ -452,14 +463,11 @@ def _pystan_build(source: str, data: dict, log: LogFn, seed: int | None = None):
     one door. httpstan builds straight into its cache folder, so two processes building one program at once (two
     test workers, two fold refits) would write the same files: the second waits on a file lock, as CmdStan
     compiles do (`cmdstan_executable`), and then finds the program built."""
-    import fcntl
-
     import stan
 
     _patient_stanc()
     _patient_pystan_client()
-    with open(pystan_build_lock_path(source), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with exclusive_lock(pystan_build_lock_path(source)):
         _discard_interrupted_pystan_build(source, log)
         return stan.build(source, data=data, **({} if seed is None else {"random_seed": seed}))
 
@@ -621,8 +629,6 @@ def cmdstan_build_id() -> str:
 
 def cmdstan_executable(stan_path: Path, source: str, log: LogFn = _noop):
     """(CmdStanModel, compile seconds, from cache): compiled once per source hash and CmdStan build."""
-    import fcntl
-
     import cmdstanpy
 
     if not cmdstan_available():  # also points CmdStanPy at the project-local CmdStan
@@ -633,8 +639,7 @@ def cmdstan_executable(stan_path: Path, source: str, log: LogFn = _noop):
     cached_src = cache / stan_path.name
     exe = cached_src.with_suffix("")
     t0 = time.perf_counter()
-    with open(cache / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process compiling the same program: wait for it
+    with exclusive_lock(cache / ".lock"):  # another process compiling the same program: wait for it
         if not cached_src.exists() or cached_src.read_text() != source:
             cached_src.write_text(source)
         cached = exe.exists()
